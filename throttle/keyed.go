@@ -1,0 +1,298 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// algorithm is the per-key arithmetic of one limiter. Every time is in
+// nanoseconds on the limiter's timeline, and every method is called with
+// the key's state locked.
+type algorithm[S any] interface {
+	// earliest returns the earliest slot, no earlier than now or from,
+	// at which n units fit, and the earliest decision time (notBefore) at
+	// which booking them would be accepted at all.
+	earliest(s *S, now, from int64, n int) (slot, notBefore int64)
+	// book takes n units at slot. aux is kept with the booking and handed
+	// back to give; remaining is what is left of the budget at slot.
+	book(s *S, now, slot int64, n int) (aux int64, remaining int)
+	// give returns what can safely be returned of booking b, whose slot
+	// lies after now. moved is how far pauses have shifted it since it was
+	// made (b.slot already includes it). latest says no booking was made
+	// after it.
+	give(s *S, now int64, b *mark, moved int64, latest bool)
+	// shift moves everything booked after now later by d.
+	shift(s *S, now, d int64)
+	// fresh reports whether s holds nothing worth remembering at now.
+	fresh(s *S, now int64) bool
+	// left returns the units that could be taken at now.
+	left(s *S, now int64) int
+}
+
+// mark records one booking on one key.
+type mark struct {
+	slot    int64  // when the units are the caller's, before any later pause
+	n       int    // units booked
+	aux     int64  // algorithm's own note
+	seq     uint64 // the key's booking count when this was made
+	shiftAt int64  // the key's total pause shift when this was made
+}
+
+// entry is one key's state.
+type entry[S any, A algorithm[S]] struct {
+	lim *keyed[S, A]
+
+	// mu guards everything below. The limiter's clock is read while it
+	// is held, so two callers can never apply readings out of order.
+	mu    sync.Mutex
+	last  int64  // newest clock reading applied; time never runs back
+	seq   uint64 // bookings made so far
+	until int64  // the key is paused until then
+	moved int64  // total shift applied by pauses
+	dead  bool   // dropped from the map; callers must look the key up again
+	s     S
+}
+
+// keyed holds per-key state for one algorithm and implements Limiter,
+// Pauser and Allower on top of it.
+type keyed[S any, A algorithm[S]] struct {
+	id      uint64 // lock order for All
+	alg     A
+	maxN    int // the most units one call can ever get
+	tl      timeline
+	maxKeys int64
+
+	keys    sync.Map // string -> *entry[S, A]
+	count   atomic.Int64
+	sweepMu sync.Mutex
+}
+
+var limiterIDs atomic.Uint64
+
+func newKeyed[S any, A algorithm[S]](alg A, maxN int, c config) *keyed[S, A] {
+	return &keyed[S, A]{
+		id:      limiterIDs.Add(1),
+		alg:     alg,
+		maxN:    maxN,
+		tl:      newTimeline(c.now),
+		maxKeys: int64(c.maxKeys),
+	}
+}
+
+// lock returns key's entry, locked, and the current time on it.
+func (k *keyed[S, A]) lock(key string) (*entry[S, A], int64, error) {
+	for {
+		e, err := k.load(key)
+		if err != nil {
+			return nil, 0, err
+		}
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		return e, e.tick(), nil
+	}
+}
+
+// tick reads the clock, never letting it run backwards. e.mu is held.
+func (e *entry[S, A]) tick() int64 {
+	if now := e.lim.tl.read(); now > e.last {
+		e.last = now
+	}
+	return e.last
+}
+
+func (k *keyed[S, A]) load(key string) (*entry[S, A], error) {
+	if v, ok := k.keys.Load(key); ok {
+		return v.(*entry[S, A]), nil
+	}
+	if k.count.Load() >= k.maxKeys && !k.sweep() {
+		return nil, fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, k.maxKeys)
+	}
+	e := &entry[S, A]{lim: k}
+	v, loaded := k.keys.LoadOrStore(key, e)
+	if !loaded {
+		k.count.Add(1)
+	}
+	return v.(*entry[S, A]), nil
+}
+
+// sweep drops every fresh key and reports whether there is room now.
+// Dropping a fresh key loses nothing: a new entry starts out the same.
+func (k *keyed[S, A]) sweep() bool {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if k.count.Load() < k.maxKeys {
+		return true // another sweep made room meanwhile
+	}
+	k.keys.Range(func(key, v any) bool {
+		e := v.(*entry[S, A])
+		e.mu.Lock()
+		if e.until <= e.tick() && k.alg.fresh(&e.s, e.last) {
+			e.dead = true
+			k.keys.CompareAndDelete(key, v)
+			k.count.Add(-1)
+		}
+		e.mu.Unlock()
+		return true
+	})
+	return k.count.Load() < k.maxKeys
+}
+
+func (k *keyed[S, A]) check(ctx context.Context, key string, n int) error {
+	if err := checkRequest(ctx, key, n); err != nil {
+		return err
+	}
+	if n > k.maxN {
+		return capacityError(n, k.maxN)
+	}
+	return nil
+}
+
+// Reserve implements [Limiter].
+func (k *keyed[S, A]) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	if err := k.check(ctx, key, n); err != nil {
+		return nil, err
+	}
+	e, now, err := k.lock(key)
+	if err != nil {
+		return nil, err
+	}
+	defer e.mu.Unlock()
+	slot, notBefore := k.alg.earliest(&e.s, now, e.until, n)
+	if wait := refusal(now, slot, notBefore, maxWait); wait > 0 {
+		return Refused(time.Duration(wait), k.alg.left(&e.s, now)), nil
+	}
+	r := &Reservation{OK: true, Delay: time.Duration(slot - now)}
+	r.local.one = e.book(now, slot, n, &r.Remaining)
+	r.booking = &r.local
+	return r, nil
+}
+
+// refusal returns 0 when a booking at slot may be made at now, and
+// otherwise how long until the same request would be accepted.
+func refusal(now, slot, notBefore int64, maxWait time.Duration) int64 {
+	wait := notBefore - now
+	if maxWait >= 0 {
+		wait = max(wait, slot-now-int64(maxWait))
+	}
+	return max(wait, 0)
+}
+
+// book records n units at slot. e.mu is held.
+func (e *entry[S, A]) book(now, slot int64, n int, remaining *int) part {
+	aux, left := e.lim.alg.book(&e.s, now, slot, n)
+	e.seq++
+	*remaining = left
+	return part{h: e, m: mark{slot: slot, n: n, aux: aux, seq: e.seq, shiftAt: e.moved}}
+}
+
+// AllowN implements [Allower]: it takes n units only if they are
+// available now, and allocates nothing.
+func (k *keyed[S, A]) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	if err := k.check(ctx, key, n); err != nil {
+		return false, err
+	}
+	e, now, err := k.lock(key)
+	if err != nil {
+		return false, err
+	}
+	defer e.mu.Unlock()
+	slot, notBefore := k.alg.earliest(&e.s, now, e.until, n)
+	if slot > now || notBefore > now {
+		return false, nil
+	}
+	k.alg.book(&e.s, now, slot, n)
+	e.seq++
+	return true, nil
+}
+
+// Pause implements [Pauser]: every slot of key still in the future, and
+// every new booking, moves later, so that nothing is due for d from now.
+func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) error {
+	if err := checkRequest(ctx, key, 1); err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("throttle: pause must not be negative, got %v", d)
+	}
+	e, now, err := k.lock(key)
+	if err != nil {
+		return err
+	}
+	defer e.mu.Unlock()
+	end := now + min(int64(d), maxSpan)
+	if end <= e.until {
+		return nil // pauses do not compound
+	}
+	by := end - max(e.until, now)
+	e.until = end
+	e.moved += by
+	k.alg.shift(&e.s, now, by)
+	return nil
+}
+
+// wait implements handle.
+func (e *entry[S, A]) wait(m *mark) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return time.Duration(m.slot + e.moved - m.shiftAt - e.tick())
+}
+
+// give implements handle.
+func (e *entry[S, A]) give(m *mark) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead {
+		return
+	}
+	b := *m
+	delta := e.moved - m.shiftAt
+	b.slot += delta
+	now := e.tick()
+	if b.slot <= now {
+		return // the units have been used
+	}
+	e.lim.alg.give(&e.s, now, &b, delta, m.seq == e.seq)
+}
+
+func capacityError(n, most int) error {
+	return fmt.Errorf("%w: n is %d, at most %d fit", ErrExceedsCapacity, n, most)
+}
+
+// The methods below let All book this limiter together with others.
+
+func (k *keyed[S, A]) order() uint64 { return k.id }
+
+func (k *keyed[S, A]) capacity() int { return k.maxN }
+
+func (k *keyed[S, A]) lockKey(key string) (locked, error) {
+	e, now, err := k.lock(key)
+	if err != nil {
+		return nil, err
+	}
+	return &lockedEntry[S, A]{e: e, at: now}, nil
+}
+
+type lockedEntry[S any, A algorithm[S]] struct {
+	e  *entry[S, A]
+	at int64
+}
+
+func (l *lockedEntry[S, A]) now() int64 { return l.at }
+
+func (l *lockedEntry[S, A]) earliest(from int64, n int) (int64, int64) {
+	return l.e.lim.alg.earliest(&l.e.s, l.at, max(from, l.e.until), n)
+}
+
+func (l *lockedEntry[S, A]) book(slot int64, n int, remaining *int) part {
+	return l.e.book(l.at, slot, n, remaining)
+}
+
+func (l *lockedEntry[S, A]) left() int { return l.e.lim.alg.left(&l.e.s, l.at) }
+
+func (l *lockedEntry[S, A]) unlock() { l.e.mu.Unlock() }

@@ -1,0 +1,87 @@
+package throttle
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultMaxKeys is how many keys a limiter tracks unless [WithMaxKeys]
+// says otherwise.
+const DefaultMaxKeys = 100_000
+
+// DefaultTolerance is the headroom against network and scheduling jitter
+// that [WithTolerance] recommends when a limiter is set to an upstream's
+// published limit: requests admitted at exact spacing can reach the
+// upstream up to this much closer together than they left.
+const DefaultTolerance = 10 * time.Millisecond
+
+// An Option configures a limiter built by this package.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	now       func() time.Time
+	maxKeys   int
+	offset    time.Duration
+	tolerance time.Duration
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{maxKeys: DefaultMaxKeys}
+	for _, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("throttle: nil Option")
+		}
+		o.apply(&c)
+	}
+	switch {
+	case c.maxKeys < 1:
+		return c, fmt.Errorf("throttle: WithMaxKeys must be at least 1, got %d", c.maxKeys)
+	case c.tolerance < 0:
+		return c, fmt.Errorf("throttle: WithTolerance must not be negative, got %v", c.tolerance)
+	}
+	return c, nil
+}
+
+// WithClock makes the limiter read time from now instead of [time.Now].
+// The clock is read while the key's state is locked, and a reading older
+// than one already seen is treated as that newer one: a clock that jumps
+// backwards never mints units. Tests use it to move time by hand.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.now = now })
+}
+
+// WithMaxKeys bounds how many keys the limiter tracks (default
+// [DefaultMaxKeys]). A key whose state is fresh (nothing booked, budget
+// full, not paused) is dropped when room is needed, which loses nothing.
+// When every tracked key is live, Reserve on a new key fails with
+// [ErrTooManyKeys]: live state is never dropped.
+func WithMaxKeys(n int) Option {
+	return optionFunc(func(c *config) { c.maxKeys = n })
+}
+
+// WithWindowOffset moves the boundaries of [FixedWindow] windows, which
+// are otherwise aligned to the Unix epoch (a 24h window resets at 00:00
+// UTC). An API whose daily quota resets at midnight Pacific time wants
+// WithWindowOffset(8 * time.Hour) in winter. Other limiters ignore it.
+func WithWindowOffset(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.offset = d })
+}
+
+// WithTolerance keeps enough of the budget in reserve that requests
+// admitted at exact spacing still respect the limit after each is delayed
+// by up to d on its way (see [DefaultTolerance]). Without it limiters are
+// literal: a burst of 5 admits 5 at once.
+//
+// A token bucket keeps ceil(d×rate) units of its burst in reserve, so its
+// sustained rate is untouched; only when the burst is too small for that
+// does it lengthen the interval by d instead. A leaky bucket lengthens
+// its interval by d. Windowed limiters treat their window as d longer.
+func WithTolerance(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.tolerance = d })
+}

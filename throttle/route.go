@@ -1,0 +1,67 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// router is the Limiter returned by Route.
+type router struct {
+	pick func(key string) Limiter
+}
+
+// Route returns a Limiter that sends each key to the Limiter pick chooses
+// for it: a different limit per key, as plan tiers need (free 100/day,
+// pro 600/min, enterprise 50/s). pick must be safe for concurrent use and
+// should return the same Limiter for a key each time; when it returns nil,
+// Reserve fails.
+//
+// The returned Limiter also implements [Pauser] and [Allower], passing
+// them to the picked Limiter when it has them. Inside [All], a Route over
+// this package's limiters is booked atomically with the other parts.
+func Route(pick func(key string) Limiter) Limiter {
+	if pick == nil {
+		panic("throttle: Route given a nil pick func")
+	}
+	return &router{pick: pick}
+}
+
+func (r *router) route(key string) (Limiter, error) {
+	l := r.pick(key)
+	if l == nil {
+		return nil, fmt.Errorf("throttle: Route picked no Limiter for key %q", key)
+	}
+	return l, nil
+}
+
+// Reserve implements [Limiter].
+func (r *router) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return nil, err
+	}
+	return l.Reserve(ctx, key, n, maxWait)
+}
+
+// AllowN implements [Allower].
+func (r *router) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return false, err
+	}
+	return Allow(ctx, l, key, n)
+}
+
+// Pause implements [Pauser]. Pausing a key whose Limiter cannot be paused
+// does nothing.
+func (r *router) Pause(ctx context.Context, key string, d time.Duration) error {
+	l, err := r.route(key)
+	if err != nil {
+		return err
+	}
+	if p, ok := l.(Pauser); ok {
+		return p.Pause(ctx, key, d)
+	}
+	return nil
+}

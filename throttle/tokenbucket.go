@@ -1,0 +1,61 @@
+package throttle
+
+import (
+	"fmt"
+	"time"
+)
+
+// TokenBucket allows bursts of up to burst units per key, refilled at a
+// steady rate: the classic token bucket, computed as GCRA so that each
+// key costs one timestamp. It is the right default for "the API allows
+// N per second with a burst of B".
+//
+// Unlike x/time/rate, it reads the clock while the key is locked, so a
+// caller holding a stale time can never move a bucket backwards and
+// over-admit. A TokenBucket is safe for concurrent use.
+type TokenBucket struct {
+	*keyed[gcraState, gcra]
+	rate  Rate
+	burst int
+}
+
+// NewTokenBucket returns a token bucket per key that refills at r and
+// holds at most burst units. Each key starts full.
+func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	if burst < 1 {
+		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
+	}
+	interval, keep := tolerate(r.interval(), burst, c.tolerance)
+	if _, err := span("burst", burst, interval); err != nil {
+		return nil, err
+	}
+	alg := gcra{interval: int64(interval), burst: int64(burst - keep)}
+	return &TokenBucket{keyed: newKeyed(alg, burst-keep, c), rate: r, burst: burst}, nil
+}
+
+// tolerate applies WithTolerance to a bucket: it keeps ceil(d/interval)
+// units of the burst in reserve, or, when the burst cannot spare them,
+// lengthens the interval by d instead.
+func tolerate(interval time.Duration, burst int, d time.Duration) (time.Duration, int) {
+	if d <= 0 {
+		return interval, 0
+	}
+	keep := int((d + interval - 1) / interval)
+	if keep < burst {
+		return interval, keep
+	}
+	return interval + d, 0
+}
+
+// Rate returns the rate the bucket refills at.
+func (b *TokenBucket) Rate() Rate { return b.rate }
+
+// Burst returns the bucket's size as configured, before any tolerance.
+func (b *TokenBucket) Burst() int { return b.burst }
