@@ -1,0 +1,225 @@
+package retryafter
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// maxFieldLen bounds the Structured Field values that are parsed at all. A
+// longer RateLimit or RateLimit-Policy field is ignored as malformed.
+const maxFieldLen = 4096
+
+// readIETF reads the RateLimit and RateLimit-Policy fields of
+// draft-ietf-httpapi-ratelimit-headers (revisions 07 to 11). Both are
+// Structured Field Lists (RFC 9651):
+//
+//	RateLimit-Policy: "burst";q=100;w=60, "daily";q=1000;w=86400
+//	RateLimit: "burst";r=0;t=30
+//
+// A policy's id may be a Token instead of a String, as in some of the
+// draft's own examples, and r may be missing. q is also read under its older
+// name l. The draft-07 Dictionary form "limit=100, remaining=0, reset=5" is
+// read too. A field that does not parse is ignored entirely; an item whose r,
+// t, q or w is not a non-negative number is skipped.
+func readIETF(h http.Header) []reading {
+	var rs []reading
+	index := map[string]int{}
+	get := func(name string) *reading {
+		i, ok := index[name]
+		if !ok {
+			i = len(rs)
+			index[name] = i
+			rs = append(rs, newReading(name, familyIETF))
+		}
+		return &rs[i]
+	}
+
+	list, ok := sfList(h, "RateLimit")
+	if !ok {
+		if r, ok := readIETFDictionary(h); ok {
+			rs = append(rs, r)
+		}
+	}
+	for _, it := range list {
+		name, r, t, ok := policyItem(it, "r", "t")
+		if !ok {
+			continue
+		}
+		q := get(name)
+		if r >= 0 {
+			q.setRemaining(int(r))
+		}
+		if t >= 0 {
+			q.setReset(seconds(t))
+		}
+	}
+
+	policies, _ := sfList(h, "RateLimit-Policy")
+	for _, it := range policies {
+		name, limit, window, ok := policyItem(it, "q", "w")
+		if !ok {
+			continue
+		}
+		if limit < 0 {
+			_, limit, _, ok = policyItem(it, "l", "w")
+			if !ok {
+				continue
+			}
+		}
+		q := get(name)
+		if limit >= 0 {
+			q.setLimit(int(min(limit, maxWhole)))
+		}
+		if window > 0 {
+			q.Window = max(q.Window, seconds(window))
+		}
+	}
+	return rs
+}
+
+// readIETFDictionary reads draft-07's RateLimit Dictionary,
+// "limit=100, remaining=50, reset=5".
+func readIETFDictionary(h http.Header) (reading, bool) {
+	vs := h.Values("RateLimit")
+	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
+		return reading{}, false
+	}
+	dict, err := httpsfv.UnmarshalDictionary(vs)
+	if err != nil {
+		return reading{}, false
+	}
+	r := newReading("ratelimit", familyIETF)
+	if n, ok := dictNumber(dict, "limit"); ok {
+		r.setLimit(int(min(n, maxWhole)))
+	}
+	if n, ok := dictNumber(dict, "remaining"); ok {
+		r.setRemaining(int(min(n, maxWhole)))
+	}
+	if n, ok := dictNumber(dict, "reset"); ok {
+		r.setReset(seconds(n))
+	}
+	return r, r.known()
+}
+
+func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
+	m, ok := d.Get(key)
+	if !ok {
+		return 0, false
+	}
+	it, ok := m.(httpsfv.Item)
+	if !ok {
+		return 0, false
+	}
+	n := nonNegative(it.Value)
+	return n, n >= 0
+}
+
+// readDraft03 reads draft-03's separate fields:
+//
+//	RateLimit-Limit: 10, 10;w=1, 50;w=60
+//	RateLimit-Remaining: 0
+//	RateLimit-Reset: 7
+//
+// Reset is delay-seconds, but an epoch (1e9 or more) is read as one, as
+// some servers send it. The X- prefixed variant shares its names with
+// GitHub's headers and is read by readProviders.
+func readDraft03(h http.Header, ref time.Time) []reading {
+	r := newReading("ratelimit", familyIETF)
+	for _, v := range members(h, "RateLimit-Limit") {
+		v, _, _ = strings.Cut(v, ";")
+		if n, ok := parseCount(strings.TrimRight(v, " \t")); ok {
+			r.setLimit(n)
+		}
+	}
+	for _, v := range members(h, "RateLimit-Remaining") {
+		if n, ok := parseCount(v); ok {
+			r.setRemaining(n)
+		}
+	}
+	for _, v := range members(h, "RateLimit-Reset") {
+		if d, ok := parseReset(v, ref); ok {
+			r.setReset(d)
+		}
+	}
+	if !r.known() {
+		return nil
+	}
+	return []reading{r}
+}
+
+// sfList parses the field key as a Structured Field List.
+func sfList(h http.Header, key string) (httpsfv.List, bool) {
+	vs := h.Values(key)
+	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
+		return nil, false
+	}
+	l, err := httpsfv.UnmarshalList(vs)
+	if err != nil {
+		return nil, false
+	}
+	return l, true
+}
+
+func fieldLen(vs []string) int {
+	n := 0
+	for _, v := range vs {
+		n += len(v) + 2
+	}
+	return n
+}
+
+// policyItem reads one list member as a policy id with two numeric
+// parameters a and b. A missing parameter is -1; a parameter that is present
+// but not a non-negative number makes the item malformed.
+func policyItem(m httpsfv.Member, a, b string) (name string, va, vb int64, ok bool) {
+	it, isItem := m.(httpsfv.Item)
+	if !isItem {
+		return "", 0, 0, false
+	}
+	switch v := it.Value.(type) {
+	case string:
+		name = v
+	case httpsfv.Token:
+		name = string(v)
+	default:
+		return "", 0, 0, false
+	}
+	va, vb = -1, -1
+	if it.Params != nil {
+		if v, present := it.Params.Get(a); present {
+			if va = nonNegative(v); va < 0 {
+				return "", 0, 0, false
+			}
+		}
+		if v, present := it.Params.Get(b); present {
+			if vb = nonNegative(v); vb < 0 {
+				return "", 0, 0, false
+			}
+		}
+	}
+	return name, va, vb, true
+}
+
+// nonNegative returns a Structured Field Integer, or a Decimal rounded down,
+// when it is not negative; otherwise -1.
+func nonNegative(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		if n >= 0 {
+			return n
+		}
+	case float64:
+		if n >= 0 && n < maxWhole {
+			return int64(n)
+		}
+	}
+	return -1
+}
+
+// seconds converts a non-negative number of seconds, clamped.
+func seconds(n int64) time.Duration {
+	return decimal{whole: uint64(min(n, maxWhole))}.scaled(time.Second)
+}

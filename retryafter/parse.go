@@ -1,0 +1,158 @@
+package retryafter
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// MaxDelayValue is the longest delay this package ever reports. Larger
+// values, such as a Retry-After of 9223372036854775807 or a date a century
+// away, are clamped to it instead of overflowing. It is 31 days, so that a
+// monthly quota's reset still reads true; [Policy] caps what is actually
+// slept or paused far lower.
+const MaxDelayValue = 31 * 24 * time.Hour
+
+// MaxValueLen is the longest single header value, in bytes, that the parsers
+// read. The longest valid HTTP-date is 33 bytes ("Wednesday, 09-Nov-94
+// 08:49:37 GMT"); anything past 64 bytes is rejected as garbage.
+const MaxValueLen = 64
+
+// ErrInvalid is returned, wrapped, by [ParseValue] for a value that is not a
+// valid Retry-After.
+var ErrInvalid = errors.New("retryafter: invalid Retry-After value")
+
+// ParseValue parses one Retry-After field value (RFC 9110 §10.2.3) and
+// returns how long to wait from now.
+//
+// It accepts delay-seconds ("120"), non-negative decimal seconds ("2.0", as
+// Shopify sends), and the three HTTP-date formats a recipient must accept:
+// IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), obsolete RFC 850
+// ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime ("Sun Nov  6 08:49:37
+// 1994"). A date in the past means 0.
+//
+// The result is never negative and never above [MaxDelayValue]. An empty or
+// whitespace-only value, a sign, an exponent, NaN, Inf, hex, trailing
+// garbage or a value longer than [MaxValueLen] is an error that wraps
+// [ErrInvalid] and quotes the value.
+//
+// To convert a date using the response's own Date header, which cancels
+// clock skew, use [Parse].
+func ParseValue(v string, now time.Time) (time.Duration, error) {
+	if len(v) > MaxValueLen {
+		return 0, fmt.Errorf("%w: %q... is longer than %d bytes", ErrInvalid, v[:MaxValueLen], MaxValueLen)
+	}
+	if v == "" {
+		return 0, fmt.Errorf("%w: %q is empty", ErrInvalid, v)
+	}
+	if isDigit(v[0]) {
+		d, ok := parseDecimal(v)
+		if !ok {
+			return 0, fmt.Errorf("%w %q", ErrInvalid, v)
+		}
+		return d.scaled(time.Second), nil
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w %q", ErrInvalid, v)
+	}
+	return until(t, now), nil
+}
+
+// Parse returns how long the server asked the client to wait before its next
+// request, and whether it asked at all. now is the client's current time.
+//
+// It reads, in this order, and the first family present wins:
+//
+//  1. Retry-After, refined by retry-after-ms (OpenAI, Azure OpenAI) when
+//     both are present. retry-after-ms alone is honored too.
+//  2. The IETF RateLimit field's t, for a policy whose r is 0 or absent
+//     (draft-ietf-httpapi-ratelimit-headers); then the older draft-03
+//     RateLimit-Reset, when RateLimit-Remaining is 0 or absent.
+//  3. A provider's quota reset, but only where that quota's remaining is 0
+//     or less: X-RateLimit-* (GitHub, Discord, Envoy), x-rate-limit-* (X),
+//     x-ratelimit-*-requests and -tokens (OpenAI),
+//     anthropic-ratelimit-*, and X-Shopify-Shop-Api-Call-Limit.
+//
+// So a 200 with remaining=5 and a reset in 30s is not a request to wait. In
+// families 2 and 3, a reset that is already due is no signal either.
+//
+// Absolute times (HTTP-dates, epoch resets, RFC 3339 resets) are measured
+// from the response's Date header when it is present and valid, so a client
+// clock minutes off still waits the intended time; otherwise from now. A
+// reset of 1e9 or more is a Unix epoch (fractions allowed, as Discord
+// sends); a smaller one is a number of seconds.
+//
+// Rate-limit fields (families 2 and 3) are ignored on a cached response, one
+// whose Age is above 0. Retry-After is not.
+//
+// Malformed values are ignored. When a field appears more than once, as
+// several lines or a comma-separated list, the values are never summed: the
+// longest delay and the lowest remaining win. When several quotas are
+// exhausted, the longest reset wins, since all of them must return.
+//
+// The result is never negative and never above [MaxDelayValue].
+func Parse(h http.Header, now time.Time) (time.Duration, bool) {
+	if d, ok := retryAfter(h, now); ok {
+		return d, true
+	}
+	rs := readQuotas(h, now)
+	if d, ok := resetWait(rs, familyIETF, true); ok {
+		return d, true
+	}
+	return resetWait(rs, familyProvider, false)
+}
+
+// retryAfter reads Retry-After and retry-after-ms.
+//
+// retry-after-ms carries the same delay as Retry-After at millisecond
+// precision, so when the two agree to within Retry-After's own precision of
+// one second, retry-after-ms wins. When they disagree by more, as when Azure
+// sends retry-after-ms: 0, the longer one wins.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	ref := reference(h, now)
+	sec, secOK := time.Duration(0), false
+	for _, v := range h.Values("Retry-After") {
+		if d, err := ParseValue(v, ref); err == nil {
+			sec, secOK = max(sec, d), true
+		}
+	}
+	ms, msOK := time.Duration(0), false
+	for _, v := range members(h, "Retry-After-Ms") {
+		if d, ok := parseDecimal(v); ok {
+			ms, msOK = max(ms, d.scaled(time.Millisecond)), true
+		}
+	}
+	switch {
+	case secOK && msOK:
+		if (sec - ms).Abs() < time.Second {
+			return ms, true
+		}
+		return max(sec, ms), true
+	case secOK:
+		return sec, true
+	case msOK:
+		return ms, true
+	}
+	return 0, false
+}
+
+// reference returns the instant that absolute times in h are measured from:
+// the response's Date when valid (the earliest, if there are several), or
+// now.
+func reference(h http.Header, now time.Time) time.Time {
+	var ref time.Time
+	for _, v := range h.Values("Date") {
+		if len(v) > MaxValueLen {
+			continue
+		}
+		if t, err := http.ParseTime(v); err == nil && (ref.IsZero() || t.Before(ref)) {
+			ref = t
+		}
+	}
+	if ref.IsZero() {
+		return now
+	}
+	return ref
+}
