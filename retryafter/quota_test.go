@@ -1,0 +1,139 @@
+package retryafter_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/egress-go/egress/retryafter"
+)
+
+const unknown = retryafter.Unknown
+
+type parseQuotaTest struct {
+	name    string
+	giveH   http.Header
+	giveNow time.Time
+	want    []retryafter.Quota
+}
+
+func parseQuotaTests() []parseQuotaTest {
+	return []parseQuotaTest{
+		{name: "none", giveH: header("Content-Type", "text/plain")},
+		{name: "nil", giveH: nil},
+		{
+			name: "OpenAI requests and tokens",
+			giveH: header("x-ratelimit-limit-requests", "60", "x-ratelimit-limit-tokens", "150000",
+				"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
+				"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
+			want: []retryafter.Quota{
+				{Name: "requests", Limit: 60, Remaining: 59, Reset: time.Second},
+				{Name: "tokens", Limit: 150000, Remaining: 149984, Reset: 6 * time.Minute},
+			},
+		},
+		{
+			name: "IETF policies joined by id",
+			giveH: header("RateLimit-Policy", `"burst";q=100;w=60,"daily";q=1000;w=86400`,
+				"RateLimit", `"daily";r=0;t=3600, "burst";r=50;t=30`),
+			want: []retryafter.Quota{
+				{Name: "daily", Limit: 1000, Remaining: 0, Reset: time.Hour, Window: 24 * time.Hour},
+				{Name: "burst", Limit: 100, Remaining: 50, Reset: 30 * time.Second, Window: time.Minute},
+			},
+		},
+		{
+			name:  "IETF policy without a RateLimit item",
+			giveH: header("RateLimit-Policy", `"burst";q=100;w=60, "daily";l=1000`, "RateLimit", `"burst";r=1`),
+			want: []retryafter.Quota{
+				{Name: "burst", Limit: 100, Remaining: 1, Window: time.Minute},
+				{Name: "daily", Limit: 1000, Remaining: unknown},
+			},
+		},
+		{
+			name:  "IETF malformed policy field ignored",
+			giveH: header("RateLimit-Policy", `"burst";q=`, "RateLimit", `"burst";r=1;t=2`),
+			want:  []retryafter.Quota{{Name: "burst", Limit: unknown, Remaining: 1, Reset: 2 * time.Second}},
+		},
+		{
+			name:  "IETF negative q skipped",
+			giveH: header("RateLimit-Policy", `"burst";q=-1;w=60, "daily";q=5`),
+			want:  []retryafter.Quota{{Name: "daily", Limit: 5, Remaining: unknown}},
+		},
+		{
+			name:  "draft-03",
+			giveH: header("RateLimit-Limit", "10, 10;w=1, 50;w=60", "RateLimit-Remaining", "9", "RateLimit-Reset", "7"),
+			want:  []retryafter.Quota{{Name: "ratelimit", Limit: 10, Remaining: 9, Reset: 7 * time.Second}},
+		},
+		{
+			name: "GitHub, from Date",
+			giveH: header("Date", serverDate, "x-ratelimit-limit", "5000", "x-ratelimit-remaining", "4999",
+				"x-ratelimit-used", "1", "x-ratelimit-reset", "1372700873", "x-ratelimit-resource", "core"),
+			giveNow: serverNow.Add(5 * time.Minute),
+			want:    []retryafter.Quota{{Name: "core", Limit: 5000, Remaining: 4999, Reset: 20*time.Minute + 47*time.Second}},
+		},
+		{
+			name:    "Discord bucket",
+			giveH:   header("X-RateLimit-Limit", "5", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1470173023", "X-RateLimit-Reset-After", "1", "X-RateLimit-Bucket", "abcd1234"),
+			giveNow: time.Unix(1470173022, 0),
+			want:    []retryafter.Quota{{Name: "abcd1234", Limit: 5, Remaining: 0, Reset: time.Second}},
+		},
+		{
+			name:    "X",
+			giveH:   header("x-rate-limit-limit", "900", "x-rate-limit-remaining", "899", "x-rate-limit-reset", "1372700873"),
+			giveNow: serverNow,
+			want:    []retryafter.Quota{{Name: "x-rate-limit", Limit: 900, Remaining: 899, Reset: 20*time.Minute + 47*time.Second}},
+		},
+		{
+			name: "Anthropic, four quotas",
+			giveH: header("Date", serverDate,
+				"anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "49", "anthropic-ratelimit-requests-reset", "2013-07-01T17:27:07Z",
+				"anthropic-ratelimit-tokens-limit", "90000", "anthropic-ratelimit-tokens-remaining", "89000", "anthropic-ratelimit-tokens-reset", "2013-07-01T17:27:08Z",
+				"anthropic-ratelimit-input-tokens-limit", "80000", "anthropic-ratelimit-input-tokens-remaining", "79500", "anthropic-ratelimit-input-tokens-reset", "2013-07-01T17:27:09Z",
+				"anthropic-ratelimit-output-tokens-limit", "10000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2013-07-01T17:27:10Z"),
+			giveNow: serverNow,
+			want: []retryafter.Quota{
+				{Name: "requests", Limit: 50, Remaining: 49, Reset: time.Second},
+				{Name: "tokens", Limit: 90000, Remaining: 89000, Reset: 2 * time.Second},
+				{Name: "input-tokens", Limit: 80000, Remaining: 79500, Reset: 3 * time.Second},
+				{Name: "output-tokens", Limit: 10000, Remaining: 0, Reset: 4 * time.Second},
+			},
+		},
+		{
+			name:  "Shopify",
+			giveH: header("X-Shopify-Shop-Api-Call-Limit", "32/40"),
+			want:  []retryafter.Quota{{Name: "shopify", Limit: 40, Remaining: 8}},
+		},
+		{
+			name:  "partial: remaining only",
+			giveH: header("X-RateLimit-Remaining", "-3"),
+			want:  []retryafter.Quota{{Name: "x-ratelimit", Limit: unknown, Remaining: 0}},
+		},
+		{
+			name:  "huge counts saturate",
+			giveH: header("X-RateLimit-Limit", "99999999999999999999999", "X-RateLimit-Remaining", "99999999999999999999999"),
+			want:  []retryafter.Quota{{Name: "x-ratelimit", Limit: int(^uint(0) >> 1), Remaining: int(^uint(0) >> 1)}},
+		},
+		{
+			name:  "several families, in order",
+			giveH: header("X-Shopify-Shop-Api-Call-Limit", "1/40", "RateLimit", `"default";r=3`, "x-ratelimit-remaining-requests", "2"),
+			want: []retryafter.Quota{
+				{Name: "default", Limit: unknown, Remaining: 3},
+				{Name: "requests", Limit: unknown, Remaining: 2},
+				{Name: "shopify", Limit: 40, Remaining: 39},
+			},
+		},
+		{
+			name:  "cached response",
+			giveH: header("Age", "3", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"),
+		},
+	}
+}
+
+func TestParseQuota(t *testing.T) {
+	for _, tt := range parseQuotaTests() {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryafter.ParseQuota(tt.giveH, tt.giveNow))
+		})
+	}
+}
