@@ -19,7 +19,8 @@
 //     shares the budget.
 //
 // Nothing here sleeps, does I/O or reads the clock: every decision takes
-// now as an argument, so it is a pure function that tests can drive.
+// now as an argument. With [Policy.Jitter] set, every function is pure, and
+// tests can drive it without a network or a clock.
 //
 // # Using Throttled, Next and Pause together
 //
@@ -35,6 +36,10 @@
 // when d is over [Policy.MaxDelay]: the response goes back to the caller at
 // once, while the key stays paused. When the server gave no delay, Pause
 // returns false and Next backs off exponentially, for that request only.
+//
+// Both durations are measured from the response, so they overlap rather
+// than add up: a transport that paused the key for d and then sleeps wait
+// before booking its retry waits wait in all, not d plus wait.
 // A 200 whose quota headers say remaining=0 pauses the key until the reset;
 // one with remaining=5 does nothing.
 //

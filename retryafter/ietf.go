@@ -83,7 +83,7 @@ func readIETF(h http.Header) []reading {
 // readIETFDictionary reads draft-07's RateLimit Dictionary,
 // "limit=100, remaining=50, reset=5".
 func readIETFDictionary(h http.Header) (reading, bool) {
-	vs := h.Values("RateLimit")
+	vs := values(h, "RateLimit")
 	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
 		return reading{}, false
 	}
@@ -152,7 +152,7 @@ func readDraft03(h http.Header, ref time.Time) []reading {
 
 // sfList parses the field key as a Structured Field List.
 func sfList(h http.Header, key string) (httpsfv.List, bool) {
-	vs := h.Values(key)
+	vs := values(h, key)
 	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
 		return nil, false
 	}

@@ -113,7 +113,7 @@ func Parse(h http.Header, now time.Time) (time.Duration, bool) {
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	ref := reference(h, now)
 	sec, secOK := time.Duration(0), false
-	for _, v := range h.Values("Retry-After") {
+	for _, v := range values(h, "Retry-After") {
 		if d, err := ParseValue(v, ref); err == nil {
 			sec, secOK = max(sec, d), true
 		}
@@ -143,7 +143,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 // now.
 func reference(h http.Header, now time.Time) time.Time {
 	var ref time.Time
-	for _, v := range h.Values("Date") {
+	for _, v := range values(h, "Date") {
 		if len(v) > MaxValueLen {
 			continue
 		}

@@ -112,6 +112,10 @@ func parseTests() []parseTest {
 		{name: "draft-03 remaining", giveH: header("RateLimit-Limit", "10", "RateLimit-Remaining", "5", "RateLimit-Reset", "7")},
 		{name: "draft-03 reset alone", giveH: header("RateLimit-Reset", "7"), wantDelay: 7 * time.Second, wantOK: true},
 
+		// Headers built by hand, with keys not in canonical form.
+		{name: "lower-case keys", giveH: http.Header{"x-ratelimit-remaining": {"0"}, "x-ratelimit-reset": {"7"}}, wantDelay: 7 * time.Second, wantOK: true},
+		{name: "mixed-case duplicates", giveH: http.Header{"Retry-After": {"5"}, "retry-after": {"9"}, "RETRY-AFTER": {"x"}}, wantDelay: 9 * time.Second, wantOK: true},
+
 		// Precedence.
 		{
 			name: "Retry-After beats IETF and quotas",

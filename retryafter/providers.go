@@ -118,12 +118,13 @@ func readResets(r *reading, h http.Header, key string, ref time.Time) {
 	}
 }
 
-// firstOf returns the first value of the first of keys that is set, or def.
+// firstOf returns the first value of the first of keys but the last that
+// is set, or the last key itself.
 func firstOf(h http.Header, keys ...string) string {
 	def := keys[len(keys)-1]
 	for _, k := range keys[:len(keys)-1] {
-		if v := h.Get(k); v != "" && len(v) <= MaxValueLen {
-			return v
+		if vs := values(h, k); len(vs) > 0 && vs[0] != "" && len(vs[0]) <= MaxValueLen {
+			return vs[0]
 		}
 	}
 	return def
