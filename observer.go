@@ -1,0 +1,82 @@
+package egress
+
+import "time"
+
+// Observer receives what a [Transport] does to requests, for metrics and
+// logs: the library itself never logs. Each field is optional; a nil func
+// is not called. The funcs are called synchronously on the goroutine of
+// the request's RoundTrip, never while a lock is held, so they must be
+// quick and safe for concurrent use.
+//
+// Install one with [WithObserver].
+type Observer struct {
+	// Waited is called once per attempt that had to wait, just before it
+	// is sent: for a slot in the queue, for its slot in the limiter's
+	// budget, or both.
+	Waited func(WaitInfo)
+
+	// Refused is called when the Transport fails a request itself rather
+	// than send it: the queue is full, the limiter refuses, or the
+	// limiter fails.
+	Refused func(RefusalInfo)
+
+	// Retrying is called when a response is discarded to try again, before
+	// the delay.
+	Retrying func(RetryInfo)
+
+	// Paused is called when a response makes the Transport pause a key.
+	Paused func(PauseInfo)
+}
+
+// WaitInfo describes how long an attempt waited before it was sent.
+type WaitInfo struct {
+	// Key is the request's budget key.
+	Key string
+	// Attempt counts the attempts of this request, from 1.
+	Attempt int
+	// Queue is how long the request waited in line for a queue slot. Only
+	// the first attempt waits in line: later ones keep the slot.
+	Queue time.Duration
+	// Limiter is how long the attempt waited for its slot in the key's
+	// budget, including any pause learned while it waited.
+	Limiter time.Duration
+}
+
+// RefusalInfo describes a request the Transport refused to send.
+type RefusalInfo struct {
+	// Key is the request's budget key.
+	Key string
+	// Attempt counts the attempts of this request, from 1.
+	Attempt int
+	// Err says why, and is the error RoundTrip returns: it matches
+	// [queue.ErrFull] or [throttle.ErrLimitExceeded] with errors.Is, or is
+	// the limiter's own error.
+	Err error
+}
+
+// RetryInfo describes a response the Transport discarded to try again.
+type RetryInfo struct {
+	// Key is the request's budget key.
+	Key string
+	// Attempt is the attempt that got the response, from 1.
+	Attempt int
+	// StatusCode is the discarded response's status.
+	StatusCode int
+	// Delay is how long the request waits before it books its next slot:
+	// the server's delay plus jitter, or a local backoff.
+	Delay time.Duration
+}
+
+// PauseInfo describes a pause of a key that a response asked for.
+type PauseInfo struct {
+	// Key is the paused budget key.
+	Key string
+	// StatusCode is the status of the response that asked for the pause.
+	StatusCode int
+	// Duration is how long the key is paused from now: the server's delay,
+	// capped at the retry policy's MaxPause.
+	Duration time.Duration
+	// Err is the limiter's error if the pause failed, as it may when the
+	// limiter's state lives in Redis. The response is returned regardless.
+	Err error
+}

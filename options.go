@@ -1,0 +1,116 @@
+package egress
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/egress-go/egress/queue"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// DefaultMaxWait is how long a request may wait for its slot in the
+// limiter's budget unless [WithMaxWait] says otherwise. Like
+// [retryafter.DefaultMaxDelay], it fits a typical request budget: a
+// request that would wait longer is refused at once with a
+// *[throttle.LimitError] saying when to come back.
+const DefaultMaxWait = 30 * time.Second
+
+// An Option configures a [Transport]. Options are applied in order; a later
+// one replaces an earlier one of the same kind.
+type Option interface {
+	apply(*Transport)
+}
+
+type optionFunc func(*Transport)
+
+func (f optionFunc) apply(t *Transport) { f(t) }
+
+// WithLimiter paces requests on l: each request takes its cost in units of
+// its key's budget before it is sent, waiting for its slot if need be.
+//
+// When l also implements [throttle.Pauser], a response in which the
+// upstream asks to slow down (a 429 with Retry-After, or quota headers at
+// 0) pauses the key for every caller of l, for at most the retry policy's
+// MaxPause, even without [WithRetry]. WithLimiter panics if l is nil.
+func WithLimiter(l throttle.Limiter) Option {
+	if l == nil {
+		panic("egress: WithLimiter given a nil throttle.Limiter")
+	}
+	return optionFunc(func(t *Transport) {
+		t.limiter = l
+		t.pauser, _ = l.(throttle.Pauser)
+	})
+}
+
+// WithQueue bounds the requests in flight with q: each request holds one of
+// q's slots from the start of RoundTrip until its response body is closed
+// or read to the end. When q's wait line is full, RoundTrip fails at once
+// with an error that matches [queue.ErrFull]. WithQueue panics if q is nil.
+func WithQueue(q *queue.Queue) Option {
+	if q == nil {
+		panic("egress: WithQueue given a nil *queue.Queue")
+	}
+	return optionFunc(func(t *Transport) { t.queue = q })
+}
+
+// WithRetry retries requests as p decides ([retryafter.Policy.Next]): a
+// throttling response whose server delay is at most p.MaxDelay is retried
+// after that delay, and a retryable response without a delay after a local
+// backoff. Only requests whose body can be replayed are retried. The zero
+// Policy means the documented defaults ([retryafter.DefaultMaxAttempts]
+// and the rest).
+//
+// p.MaxPause also caps the pauses of [WithLimiter]. WithRetry panics if p
+// is invalid ([retryafter.Policy.Validate]).
+func WithRetry(p retryafter.Policy) Option {
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("egress: WithRetry given an invalid Policy: %v", err))
+	}
+	return optionFunc(func(t *Transport) {
+		t.policy = p
+		t.retry = true
+	})
+}
+
+// WithKey makes f choose each request's budget key. The default key is
+// the request's host (req.URL.Host); [KeyByHeader] keys by an API key
+// instead, and [WithRequestKey] overrides the key for one request. f must
+// be safe for concurrent use. WithKey panics if f is nil.
+func WithKey(f func(*http.Request) string) Option {
+	if f == nil {
+		panic("egress: WithKey given a nil func")
+	}
+	return optionFunc(func(t *Transport) { t.keyOf = f })
+}
+
+// WithCost makes f choose how many units of its key's budget each request
+// takes. The default cost is 1; [WithRequestCost] overrides the cost for
+// one request. A cost of 0 takes nothing from the limiter; a negative cost
+// fails the request. f must be safe for concurrent use. WithCost panics if
+// f is nil.
+func WithCost(f func(*http.Request) int) Option {
+	if f == nil {
+		panic("egress: WithCost given a nil func")
+	}
+	return optionFunc(func(t *Transport) { t.costOf = f })
+}
+
+// WithMaxWait bounds how long a request may wait for its slot in the
+// limiter's budget (default [DefaultMaxWait]). A request whose slot lies
+// further away, or past its context's deadline, takes nothing and fails
+// at once with a *[throttle.LimitError]. 0 means "only now", and a
+// negative d means no bound other than the context's deadline.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(t *Transport) { t.maxWait = d })
+}
+
+// WithObserver makes the Transport report waits, refusals, retries and
+// pauses to o. See [Observer]. WithObserver panics if o is nil.
+func WithObserver(o *Observer) Option {
+	if o == nil {
+		panic("egress: WithObserver given a nil *Observer")
+	}
+	return optionFunc(func(t *Transport) { t.obs = *o })
+}

@@ -1,0 +1,353 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/egress-go/egress/queue"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// Transport is an [http.RoundTripper] that waits for a turn in a bounded
+// queue, paces each request on its key's budget, obeys the upstream's
+// requests to slow down, and pauses every caller of a key when one of
+// them is told to wait. Build one with [NewTransport], or an [http.Client]
+// around one with [NewClient].
+//
+// Without options a Transport sends every request through its base
+// unchanged, and returns what the base returns. The zero Transport does
+// so through [http.DefaultTransport].
+//
+// Any HTTP status, an upstream 429 included, comes back as (resp, nil).
+// A request that the Transport refuses to send fails with an error that
+// matches [queue.ErrFull] or [throttle.ErrLimitExceeded] with errors.Is,
+// also through the [*net/url.Error] that [http.Client] wraps around it; a
+// limit refusal is a *[throttle.LimitError] carrying the key and when to
+// come back. See RoundTrip for the steps.
+//
+// A Transport is safe for concurrent use by multiple goroutines.
+type Transport struct {
+	base    http.RoundTripper
+	limiter throttle.Limiter
+	pauser  throttle.Pauser // limiter, when it can pause keys
+	queue   *queue.Queue
+	policy  retryafter.Policy
+	retry   bool // WithRetry was given
+	keyOf   func(*http.Request) string
+	costOf  func(*http.Request) int
+	maxWait time.Duration
+	obs     Observer
+
+	sent, retries, refused, pauses atomic.Uint64
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// NewTransport returns a Transport that sends requests through base,
+// configured by opts. A nil base means [http.DefaultTransport]. With no
+// options, the Transport behaves exactly like base.
+//
+// NewTransport panics if an option is nil, as each With… function panics
+// on a nil argument: these are programming errors.
+func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, maxWait: DefaultMaxWait}
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("egress: NewTransport given a nil Option at index %d", i))
+		}
+		o.apply(t)
+	}
+	return t
+}
+
+// NewClient returns an [http.Client] whose Transport is
+// NewTransport(nil, opts...): requests go through [http.DefaultTransport].
+// Like NewTransport, it panics if an option is nil.
+func NewClient(opts ...Option) *http.Client {
+	return &http.Client{Transport: NewTransport(nil, opts...)}
+}
+
+// RoundTrip implements [http.RoundTripper]. It never modifies req, and
+// closes req's body on every path, as the interface requires. For each
+// request it:
+//
+//  1. finds the request's key and cost ([WithKey], [WithCost], or
+//     [WithRequestKey] and [WithRequestCost] in its context);
+//  2. takes a slot in the queue ([WithQueue]), waiting in line, or fails
+//     at once with [queue.ErrFull] when the line is full;
+//  3. reserves cost units of the key's budget ([WithLimiter]) within
+//     min(max wait, time left before the context's deadline), or fails
+//     at once, having taken nothing, with a *[throttle.LimitError] whose
+//     Timeout is true when the deadline was the bound;
+//  4. sleeps until the reserved slot, following any pause of the key
+//     learned meanwhile; if the context ends, the reservation is
+//     cancelled and the context's error returned;
+//  5. sends the request through the base RoundTripper;
+//  6. when the upstream asks to slow down (a throttling response with a
+//     delay, or quota headers at 0, even on a 200), pauses the key for
+//     every caller of the limiter, for at most the policy's MaxPause;
+//  7. when the retry policy ([WithRetry]) allows it and the body can be
+//     replayed, discards the response (draining at most 64 KiB of it)
+//     and tries again from step 3 after the server's delay, or after a
+//     local backoff that delays this request only.
+//
+// The queue slot is held until the returned response's body is closed or
+// read to EOF, and released exactly once. A 101 Switching Protocols
+// response is returned with its body unwrapped, since WebSocket clients
+// type-assert it to [io.ReadWriteCloser]; its slot is released at once.
+//
+// A pause cannot recall requests already sent: those on the wire when the
+// upstream's 429 arrived may meet 429s too.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.limiter == nil && t.queue == nil && !t.retry {
+		t.sent.Add(1)
+		return t.roundTripper().RoundTrip(req)
+	}
+	c := call{t: t, req: req, body: req.Body, attempt: 1}
+	c.key, c.cost = t.keyAndCost(req)
+	if c.cost < 0 {
+		closeBody(c.body)
+		return nil, fmt.Errorf("egress: cost of a request to key %q must not be negative, got %d", c.key, c.cost)
+	}
+	if t.queue == nil {
+		return c.run()
+	}
+	release, err := c.acquire()
+	if err != nil {
+		closeBody(c.body)
+		return nil, err
+	}
+	resp, err := c.run()
+	if err != nil {
+		release()
+		return nil, err
+	}
+	holdSlot(resp, release)
+	return resp, nil
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper, if it has such a method, as [http.Transport] does.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.roundTripper().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) roundTripper() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
+}
+
+// call is the state of one RoundTrip.
+type call struct {
+	t       *Transport
+	req     *http.Request
+	key     string
+	cost    int
+	attempt int
+	body    io.ReadCloser // the body of the next attempt, until it is sent
+	queued  time.Duration // time spent in the queue's line
+}
+
+// acquire takes a queue slot for the call.
+func (c *call) acquire() (func(), error) {
+	q := c.t.queue
+	if release, ok := q.TryAcquire(); ok {
+		return release, nil
+	}
+	var start time.Time
+	if c.t.obs.Waited != nil {
+		start = time.Now()
+	}
+	release, err := q.Acquire(c.req.Context())
+	if errors.Is(err, queue.ErrFull) {
+		return nil, c.refuse(&refusal{key: c.key, err: err})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !start.IsZero() {
+		c.queued = time.Since(start)
+	}
+	return release, nil
+}
+
+// run books, sends and retries until it has a response to return. It
+// closes c.body on every error it returns before the body is sent.
+func (c *call) run() (*http.Response, error) {
+	ctx := c.req.Context()
+	for {
+		if err := c.book(ctx); err != nil {
+			closeBody(c.body)
+			return nil, err
+		}
+		out := c.outgoing()
+		c.body = nil // the base RoundTripper closes it from here on
+		c.t.sent.Add(1)
+		resp, err := c.t.roundTripper().RoundTrip(out)
+		switch {
+		case err != nil:
+			if resp != nil {
+				discard(resp)
+			}
+			return nil, err
+		case resp == nil:
+			return nil, errNilResponse
+		}
+		now := time.Now()
+		c.pause(resp, now)
+		if !c.t.retry {
+			return resp, nil
+		}
+		delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
+		if !ok || !before(ctx, delay) {
+			return resp, nil
+		}
+		body, err := rewind(c.req)
+		if err != nil {
+			return resp, nil // this response is the best answer left
+		}
+		c.t.retries.Add(1)
+		if f := c.t.obs.Retrying; f != nil {
+			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
+		}
+		discard(resp)
+		c.body = body
+		if err := sleep(ctx, delay); err != nil {
+			closeBody(c.body)
+			return nil, err
+		}
+		c.attempt++
+	}
+}
+
+// book reserves the call's units and waits for their slot.
+func (c *call) book(ctx context.Context) error {
+	l := c.t.limiter
+	if l == nil || c.cost == 0 {
+		c.waited(0)
+		return nil
+	}
+	maxWait, byDeadline := c.t.maxWait, false
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := max(time.Until(deadline), 0); maxWait < 0 || left < maxWait {
+			maxWait, byDeadline = left, true
+		}
+	}
+	r, err := l.Reserve(ctx, c.key, c.cost, maxWait)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	case err != nil:
+		return c.refuse(&refusal{key: c.key, err: err})
+	case !r.OK:
+		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
+	}
+	var start time.Time
+	if c.t.obs.Waited != nil && r.Delay > 0 {
+		start = time.Now()
+	}
+	if err := r.Wait(ctx); err != nil {
+		var le *throttle.LimitError
+		if errors.As(err, &le) {
+			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
+		}
+		return err
+	}
+	var waited time.Duration
+	if !start.IsZero() {
+		waited = time.Since(start)
+	}
+	c.waited(waited)
+	return nil
+}
+
+// waited reports the call's waits to the observer, if it waited.
+func (c *call) waited(limiter time.Duration) {
+	queued := c.queued
+	c.queued = 0 // later attempts keep the slot
+	if f := c.t.obs.Waited; f != nil && (queued > 0 || limiter > 0) {
+		f(WaitInfo{Key: c.key, Attempt: c.attempt, Queue: queued, Limiter: limiter})
+	}
+}
+
+// refuse counts and reports a refusal, and returns err.
+func (c *call) refuse(err error) error {
+	c.t.refused.Add(1)
+	if f := c.t.obs.Refused; f != nil {
+		f(RefusalInfo{Key: c.key, Attempt: c.attempt, Err: err})
+	}
+	return err
+}
+
+// pause pauses the call's key when resp asks every caller to wait.
+func (c *call) pause(resp *http.Response, now time.Time) {
+	if c.t.pauser == nil {
+		return
+	}
+	d, ok := c.t.policy.Pause(resp, now)
+	if !ok {
+		return
+	}
+	// The pause is for everyone, so one caller's cancel must not cut it.
+	ctx, stop := context.WithTimeout(context.WithoutCancel(c.req.Context()), throttle.CancelTimeout)
+	err := c.t.pauser.Pause(ctx, c.key, d)
+	stop()
+	c.t.pauses.Add(1)
+	if f := c.t.obs.Paused; f != nil {
+		f(PauseInfo{Key: c.key, StatusCode: resp.StatusCode, Duration: d, Err: err})
+	}
+}
+
+// outgoing returns the request to send for this attempt: req itself, or,
+// when a retry needs a fresh body, a shallow copy carrying it.
+func (c *call) outgoing() *http.Request {
+	if c.body == c.req.Body {
+		return c.req
+	}
+	out := new(http.Request)
+	*out = *c.req
+	out.Body = c.body
+	return out
+}
+
+// rewind returns a fresh copy of req's body for another attempt.
+func rewind(req *http.Request) (io.ReadCloser, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req.Body, nil
+	}
+	return req.GetBody()
+}
+
+// before reports whether ctx leaves at least d before its deadline.
+func before(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= d
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
