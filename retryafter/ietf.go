@@ -13,7 +13,7 @@ import (
 const maxFieldLen = 4096
 
 // readIETF reads the RateLimit and RateLimit-Policy fields of
-// draft-ietf-httpapi-ratelimit-headers (revisions 07 to 11). Both are
+// draft-ietf-httpapi-ratelimit-headers (revision 10, September 2025). Both are
 // Structured Field Lists (RFC 9651):
 //
 //	RateLimit-Policy: "burst";q=100;w=60, "daily";q=1000;w=86400
