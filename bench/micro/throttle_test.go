@@ -1,0 +1,164 @@
+package micro
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/egress-go/egress/throttle"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
+	"go.uber.org/ratelimit"
+	"golang.org/x/time/rate"
+)
+
+// numKeys is the size of the key space in the keyed benchmarks.
+const numKeys = 10_000
+
+// decider is one library's answer to "may one unit go now?" on a key.
+// Unkeyed peers ignore the key.
+type decider struct {
+	lib    string
+	decide func(key string) bool
+}
+
+// peerLimiter builds x/time/rate with a unit always available now.
+func peerLimiter() *rate.Limiter { return rate.NewLimiter(rate.Limit(1e9), 1e6) }
+
+// peerKeyed is how x/time/rate is used per key: one limiter per key in a
+// sync.Map.
+type peerKeyed struct{ m sync.Map }
+
+func (p *peerKeyed) get(key string) *rate.Limiter {
+	if v, ok := p.m.Load(key); ok {
+		return v.(*rate.Limiter)
+	}
+	v, _ := p.m.LoadOrStore(key, peerLimiter())
+	return v.(*rate.Limiter)
+}
+
+// allowers lists egress's Allow per algorithm and its peers' non-blocking
+// decisions.
+func allowers(b *testing.B, keyed bool) []decider {
+	ctx := context.Background()
+	var ds []decider
+	for _, a := range algorithms() {
+		l, err := a.generous()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, decider{lib: "egress-" + a.name, decide: func(key string) bool {
+			ok, err := throttle.Allow(ctx, l, key, 1)
+			return ok && err == nil
+		}})
+	}
+	if keyed {
+		p := &peerKeyed{}
+		ds = append(ds, decider{lib: "x-time-rate", decide: func(key string) bool { return p.get(key).Allow() }})
+		return ds
+	}
+	xl := peerLimiter()
+	fl := ratelimiter.NewBurstyBuilder[any](1e9, time.Second).Build()
+	ul := ratelimit.New(1e9)
+	return append(ds,
+		decider{lib: "x-time-rate", decide: func(string) bool { return xl.Allow() }},
+		decider{lib: "failsafe-go", decide: func(string) bool { return fl.TryAcquirePermit() }},
+		decider{lib: "uber-ratelimit", decide: func(string) bool { ul.Take(); return true }},
+	)
+}
+
+// reservers lists egress's Reserve per algorithm and its peers'
+// reservations.
+func reservers(b *testing.B, keyed bool) []decider {
+	ctx := context.Background()
+	var ds []decider
+	for _, a := range algorithms() {
+		l, err := a.generous()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, decider{lib: "egress-" + a.name, decide: func(key string) bool {
+			r, err := l.Reserve(ctx, key, 1, -1)
+			return err == nil && r.OK
+		}})
+	}
+	if keyed {
+		p := &peerKeyed{}
+		ds = append(ds, decider{lib: "x-time-rate", decide: func(key string) bool {
+			return p.get(key).ReserveN(time.Now(), 1).OK()
+		}})
+		return ds
+	}
+	xl := peerLimiter()
+	fl := ratelimiter.NewSmoothBuilderWithMaxRate[any](time.Nanosecond).Build()
+	return append(ds,
+		decider{lib: "x-time-rate", decide: func(string) bool { return xl.ReserveN(time.Now(), 1).OK() }},
+		decider{lib: "failsafe-go", decide: func(string) bool { return fl.ReservePermit() >= 0 }},
+	)
+}
+
+func keys() []string {
+	ks := make([]string, numKeys)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("key-%05d", i)
+	}
+	return ks
+}
+
+// runSerial runs each decider on one key, or round-robin over numKeys.
+func runSerial(b *testing.B, ds []decider, keyed bool) {
+	ks := keys()
+	for _, d := range ds {
+		b.Run("lib="+d.lib, func(b *testing.B) {
+			b.ReportAllocs()
+			denied := 0
+			i := 0
+			for b.Loop() {
+				key := ks[0]
+				if keyed {
+					key = ks[i%numKeys]
+					i++
+				}
+				if !d.decide(key) {
+					denied++
+				}
+			}
+			if denied > 0 {
+				b.Fatalf("%s denied %d decisions; the benchmark wants every unit available", d.lib, denied)
+			}
+		})
+	}
+}
+
+// runParallel runs each decider from GOMAXPROCS goroutines on one key.
+func runParallel(b *testing.B, ds []decider) {
+	for _, d := range ds {
+		b.Run("lib="+d.lib, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					d.decide("key")
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAllow measures a non-blocking decision for a unit that is
+// available now: egress's Allow per algorithm against x/time/rate Allow,
+// failsafe-go TryAcquirePermit and go.uber.org/ratelimit Take (at a rate
+// so high that Take never sleeps).
+func BenchmarkAllow(b *testing.B) {
+	b.Run("keys=1", func(b *testing.B) { runSerial(b, allowers(b, false), false) })
+	b.Run("keys=10000", func(b *testing.B) { runSerial(b, allowers(b, true), true) })
+	b.Run("keys=1-parallel", func(b *testing.B) { runParallel(b, allowers(b, false)) })
+}
+
+// BenchmarkReserve measures booking a unit: egress's Reserve per
+// algorithm against x/time/rate ReserveN and failsafe-go ReservePermit.
+func BenchmarkReserve(b *testing.B) {
+	b.Run("keys=1", func(b *testing.B) { runSerial(b, reservers(b, false), false) })
+	b.Run("keys=10000", func(b *testing.B) { runSerial(b, reservers(b, true), true) })
+	b.Run("keys=1-parallel", func(b *testing.B) { runParallel(b, reservers(b, false)) })
+}
