@@ -27,26 +27,32 @@ func (g gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore in
 	return slot, slot + cost - g.queue*g.interval
 }
 
+// book moves tat past the units and returns tat as it was before, which
+// give restores.
 func (g gcra) book(s *gcraState, now, slot int64, n int) (aux int64, remaining int) {
+	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
 	ahead := g.burst
 	from := slot
 	if g.queue > 0 {
 		ahead, from = g.queue, now
 	}
-	return s.tat, int(max(ahead*g.interval-(s.tat-from), 0) / g.interval)
+	return before, int(max(ahead*g.interval-(s.tat-from), 0) / g.interval)
 }
 
-// give returns all of a latest booking. An earlier one gives back only
-// the part of its span that later bookings do not already cover, as
-// x/time/rate does: the units booked after it were granted on the
-// assumption that it was spent, and they keep their slots.
+// give returns all of a latest booking: tat goes back to what it was
+// before it, moved by the pauses since, which also undoes any idle
+// stretch All's common slot put before it.
+//
+// An earlier booking gives back nothing. The bookings after it were
+// granted against a tat that counted it, and one timestamp cannot tell
+// how much of it they rely on: x/time/rate's rule (give back what the
+// span booked after it does not cover) over-admits once a later slot was
+// pushed past tat, or when two earlier bookings are cancelled in turn.
 func (g gcra) give(s *gcraState, now int64, b *mark, moved int64, latest bool) {
-	cost := int64(b.n) * g.interval
-	if !latest {
-		cost = max(cost-(s.tat-(b.aux+moved)), 0)
+	if latest {
+		s.tat = min(s.tat, b.aux+moved)
 	}
-	s.tat -= cost
 }
 
 func (g gcra) shift(s *gcraState, now, d int64) {

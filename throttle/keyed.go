@@ -20,9 +20,9 @@ type algorithm[S any] interface {
 	// back to give; remaining is what is left of the budget at slot.
 	book(s *S, now, slot int64, n int) (aux int64, remaining int)
 	// give returns what can safely be returned of booking b, whose slot
-	// lies after now. moved is how far pauses have shifted it since it was
-	// made (b.slot already includes it). latest says no booking was made
-	// after it.
+	// is not before now. moved is how far pauses have shifted it since it
+	// was made (b.slot already includes it). latest says no booking made
+	// after it still stands: every later one was given back in full.
 	give(s *S, now int64, b *mark, moved int64, latest bool)
 	// shift moves everything booked after now later by d.
 	shift(s *S, now, d int64)
@@ -254,10 +254,14 @@ func (e *entry[S, A]) give(m *mark) {
 	delta := e.moved - m.shiftAt
 	b.slot += delta
 	now := e.tick()
-	if b.slot <= now {
+	if b.slot < now {
 		return // the units have been used
 	}
-	e.lim.alg.give(&e.s, now, &b, delta, m.seq == e.seq)
+	latest := m.seq == e.seq
+	e.lim.alg.give(&e.s, now, &b, delta, latest)
+	if latest {
+		e.seq-- // gone in full, so the booking before it is the latest now
+	}
 }
 
 func capacityError(n, most int) error {
