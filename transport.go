@@ -112,6 +112,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.sent.Add(1)
 		return t.roundTripper().RoundTrip(req)
 	}
+	if err := req.Context().Err(); err != nil {
+		closeBody(req.Body)
+		return nil, err
+	}
 	c := call{t: t, req: req, body: req.Body, attempt: 1}
 	c.key, c.cost = t.keyAndCost(req)
 	if c.cost < 0 {

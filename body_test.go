@@ -1,0 +1,213 @@
+package egress_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/throttle"
+)
+
+// rwBody is the body of a 101 response: the connection itself.
+type rwBody struct{ trackedBody }
+
+func (*rwBody) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestBodyReleasesTheSlot(t *testing.T) {
+	tests := []struct {
+		name          string
+		giveResp      func(req *http.Request) *http.Response
+		giveUse       func(t *testing.T, resp *http.Response)
+		wantHeld      int // slots still held after giveUse
+		wantUnwrapped bool
+	}{
+		{
+			name:     "open",
+			giveResp: func(req *http.Request) *http.Response { return respond(req, http.StatusOK) },
+			giveUse:  func(*testing.T, *http.Response) {},
+			wantHeld: 1,
+		},
+		{
+			name:     "partly read",
+			giveResp: func(req *http.Request) *http.Response { return respond(req, http.StatusOK) },
+			giveUse: func(t *testing.T, resp *http.Response) {
+				_, err := resp.Body.Read(make([]byte, 1))
+				require.NoError(t, err)
+			},
+			wantHeld: 1,
+		},
+		{
+			name:     "read to EOF, not closed",
+			giveResp: func(req *http.Request) *http.Response { return respond(req, http.StatusOK) },
+			giveUse: func(t *testing.T, resp *http.Response) {
+				_, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+			},
+		},
+		{
+			name:     "closed unread",
+			giveResp: func(req *http.Request) *http.Response { return respond(req, http.StatusOK) },
+			giveUse:  func(t *testing.T, resp *http.Response) { require.NoError(t, resp.Body.Close()) },
+		},
+		{
+			name:     "read to EOF and closed twice",
+			giveResp: func(req *http.Request) *http.Response { return respond(req, http.StatusOK) },
+			giveUse: func(t *testing.T, resp *http.Response) {
+				drainClose(t, resp)
+				require.NoError(t, resp.Body.Close())
+			},
+		},
+		{
+			name: "nil body",
+			giveResp: func(req *http.Request) *http.Response {
+				return &http.Response{StatusCode: http.StatusNoContent, Request: req}
+			},
+			giveUse:       func(*testing.T, *http.Response) {},
+			wantUnwrapped: true,
+		},
+		{
+			name: "NoBody",
+			giveResp: func(req *http.Request) *http.Response {
+				return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}
+			},
+			giveUse:       func(*testing.T, *http.Response) {},
+			wantUnwrapped: true,
+		},
+		{
+			name: "101 Switching Protocols",
+			giveResp: func(req *http.Request) *http.Response {
+				return &http.Response{StatusCode: http.StatusSwitchingProtocols, Body: &rwBody{}, Request: req}
+			},
+			giveUse: func(t *testing.T, resp *http.Response) {
+				_, ok := resp.Body.(io.ReadWriteCloser)
+				assert.True(t, ok, "a WebSocket client can write to it")
+			},
+			wantUnwrapped: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sent io.ReadCloser
+			base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				resp := tt.giveResp(req)
+				sent = resp.Body
+				return resp, nil
+			})
+			q := newQueue(t, 1, 0)
+			tr := egress.NewTransport(base, egress.WithQueue(q))
+
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+			require.NoError(t, err)
+			tt.giveUse(t, resp)
+
+			assert.Equal(t, tt.wantHeld, q.Stats().InFlight)
+			assert.Equal(t, tt.wantUnwrapped, resp.Body == sent)
+		})
+	}
+}
+
+func TestBodyCloseClosesTheBase(t *testing.T) {
+	body := newTrackedBody("hello")
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: body}, nil
+	})
+	tr := egress.NewTransport(base, egress.WithQueue(newQueue(t, 1, 0)))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, resp.Body.Close())
+
+	assert.Equal(t, "hello", string(got))
+	assert.Equal(t, int32(2), body.closes.Load(), "every Close reaches the base's body")
+}
+
+// TestBodyReleaseUnderLoad sends 10 000 requests that end every way a
+// request can end, from many goroutines, and checks that every slot comes
+// back.
+func TestBodyReleaseUnderLoad(t *testing.T) {
+	const requests = 10_000
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Header.Get("X-Case") {
+		case "error":
+			return nil, errBase
+		case "switch":
+			return &http.Response{StatusCode: http.StatusSwitchingProtocols, Body: &rwBody{}, Request: req}, nil
+		case "nil":
+			return &http.Response{StatusCode: http.StatusOK, Request: req}, nil
+		}
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("body")), Request: req}, nil
+	})
+	q := newQueue(t, 8, requests)
+	tr := egress.NewTransport(base,
+		egress.WithQueue(q),
+		egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1_000_000_000), 1000)),
+	)
+	cases := []string{"read", "close", "read-close", "error", "cancel", "switch", "nil", "half-read-close"}
+
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range jobs {
+				sendCase(t, tr, cases[i%len(cases)])
+			}
+		})
+	}
+	for i := range requests {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+
+	stats := tr.Stats()
+	assert.Equal(t, 0, stats.InFlight)
+	assert.Equal(t, 0, stats.Waiting)
+}
+
+// sendCase sends one request through tr and ends it the way name says.
+func sendCase(t *testing.T, tr *egress.Transport, name string) {
+	ctx := context.Background()
+	if name == "cancel" {
+		ctx = cancelled()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/", nil)
+	if !assert.NoError(t, err) {
+		return
+	}
+	req.Header.Set("X-Case", name)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		assert.Contains(t, []string{"error", "cancel"}, name)
+		return
+	}
+	switch name {
+	case "read":
+		_, err = io.ReadAll(resp.Body)
+	case "close", "switch":
+		err = resp.Body.Close()
+	case "read-close":
+		_, err = io.ReadAll(resp.Body)
+		err = errorsJoin(err, resp.Body.Close())
+	case "half-read-close":
+		_, err = resp.Body.Read(make([]byte, 2))
+		err = errorsJoin(err, resp.Body.Close())
+	}
+	assert.NoError(t, err)
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,314 @@
+package egress_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// answer is one scripted response: a status and header pairs.
+type answer struct {
+	status int
+	header []string
+}
+
+func TestRetryAndPause(t *testing.T) {
+	tooMany := answer{status: 429, header: []string{"Retry-After", "1"}}
+	ok := answer{status: 200}
+	twoSeconds := func(int) time.Duration { return 2 * time.Second }
+	tests := []struct {
+		name         string
+		givePolicy   *retryafter.Policy // nil: no WithRetry
+		giveMethod   string
+		giveBody     string // "", "replayable" or "unreplayable"
+		giveAnswers  []answer
+		wantAttempts int
+		wantStatus   int
+		wantPauses   []time.Duration
+		wantElapsed  time.Duration
+	}{
+		{
+			name:         "429 then 200",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{tooMany, ok},
+			wantAttempts: 2,
+			wantStatus:   200,
+			wantPauses:   []time.Duration{time.Second},
+			wantElapsed:  time.Second,
+		},
+		{
+			name:         "exhausted: the last 429 comes back",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{tooMany, tooMany, tooMany, tooMany, ok},
+			wantAttempts: retryafter.DefaultMaxAttempts,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{time.Second, time.Second, time.Second, time.Second},
+			wantElapsed:  3 * time.Second,
+		},
+		{
+			name:         "MaxAttempts",
+			givePolicy:   &retryafter.Policy{MaxAttempts: 2},
+			giveAnswers:  []answer{tooMany, tooMany, ok},
+			wantAttempts: 2,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{time.Second, time.Second},
+			wantElapsed:  time.Second,
+		},
+		{
+			name:         "Retry-After beyond MaxDelay comes back at once, the key paused",
+			givePolicy:   &retryafter.Policy{MaxDelay: 10 * time.Second},
+			giveAnswers:  []answer{{status: 429, header: []string{"Retry-After", "45"}}, ok},
+			wantAttempts: 1,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{45 * time.Second},
+		},
+		{
+			name:         "MaxPause caps the pause, not the retry",
+			givePolicy:   &retryafter.Policy{MaxPause: 5 * time.Second, MaxDelay: time.Minute},
+			giveAnswers:  []answer{{status: 429, header: []string{"Retry-After", "20"}}, ok},
+			wantAttempts: 2,
+			wantStatus:   200,
+			wantPauses:   []time.Duration{5 * time.Second},
+			wantElapsed:  20 * time.Second,
+		},
+		{
+			name:         "default MaxPause",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{{status: 429, header: []string{"Retry-After", "3600"}}, ok},
+			wantAttempts: 1,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{retryafter.DefaultMaxPause},
+		},
+		{
+			name:         "unreplayable body is not retried",
+			givePolicy:   &retryafter.Policy{},
+			giveMethod:   http.MethodPost,
+			giveBody:     "unreplayable",
+			giveAnswers:  []answer{tooMany, ok},
+			wantAttempts: 1,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{time.Second},
+		},
+		{
+			name:         "replayable POST is retried on a 429",
+			givePolicy:   &retryafter.Policy{},
+			giveMethod:   http.MethodPost,
+			giveBody:     "replayable",
+			giveAnswers:  []answer{tooMany, ok},
+			wantAttempts: 2,
+			wantStatus:   200,
+			wantPauses:   []time.Duration{time.Second},
+			wantElapsed:  time.Second,
+		},
+		{
+			name:         "POST is not retried on a 503",
+			givePolicy:   &retryafter.Policy{},
+			giveMethod:   http.MethodPost,
+			giveBody:     "replayable",
+			giveAnswers:  []answer{{status: 503, header: []string{"Retry-After", "2"}}, ok},
+			wantAttempts: 1,
+			wantStatus:   503,
+			wantPauses:   []time.Duration{2 * time.Second},
+		},
+		{
+			name:         "plain 403 is neither retried nor paused",
+			givePolicy:   &retryafter.Policy{Statuses: []int{403, 429}},
+			giveAnswers:  []answer{{status: 403}, ok},
+			wantAttempts: 1,
+			wantStatus:   403,
+		},
+		{
+			name:         "403 with quota at 0 pauses",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{{status: 403, header: []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"}}, ok},
+			wantAttempts: 1,
+			wantStatus:   403,
+			wantPauses:   []time.Duration{30 * time.Second},
+		},
+		{
+			name:         "503 without a delay backs off locally, pausing no one",
+			givePolicy:   &retryafter.Policy{Backoff: twoSeconds},
+			giveAnswers:  []answer{{status: 503}, {status: 503}, ok},
+			wantAttempts: 3,
+			wantStatus:   200,
+			wantElapsed:  4 * time.Second,
+		},
+		{
+			name:         "500 is not retried",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{{status: 500}, ok},
+			wantAttempts: 1,
+			wantStatus:   500,
+		},
+		{
+			name:         "200 with a quota at 0 pauses the key",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{{status: 200, header: []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"}}},
+			wantAttempts: 1,
+			wantStatus:   200,
+			wantPauses:   []time.Duration{10 * time.Second},
+		},
+		{
+			name:         "200 with quota left does nothing",
+			givePolicy:   &retryafter.Policy{},
+			giveAnswers:  []answer{{status: 200, header: []string{"X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "10"}}},
+			wantAttempts: 1,
+			wantStatus:   200,
+		},
+		{
+			name:         "without WithRetry a 429 pauses and comes back",
+			giveAnswers:  []answer{tooMany, ok},
+			wantAttempts: 1,
+			wantStatus:   429,
+			wantPauses:   []time.Duration{time.Second},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var (
+					mu     sync.Mutex
+					bodies []*trackedBody
+					pauses []time.Duration
+				)
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					a := tt.giveAnswers[n]
+					resp := respond(req, a.status, a.header...)
+					mu.Lock()
+					bodies = append(bodies, resp.Body.(*trackedBody))
+					mu.Unlock()
+					return resp, nil
+				}}
+				opts := []egress.Option{
+					egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1000), 10)),
+					egress.WithQueue(newQueue(t, 1, 0)),
+					egress.WithObserver(&egress.Observer{Paused: func(i egress.PauseInfo) { pauses = append(pauses, i.Duration) }}),
+				}
+				if tt.givePolicy != nil {
+					p := *tt.givePolicy
+					p.Jitter = zeroJitter
+					opts = append(opts, egress.WithRetry(p))
+				}
+				tr := egress.NewTransport(base, opts...)
+				req := newRequest(t, context.Background(), tt.giveMethod, "http://api.test/", nil)
+				var reqBody *trackedBody
+				switch tt.giveBody {
+				case "replayable":
+					req = replayable(t, context.Background(), tt.giveMethod)
+				case "unreplayable":
+					req, reqBody = unreplayable(t, context.Background(), tt.giveMethod)
+				}
+				start := time.Now()
+
+				resp, err := tr.RoundTrip(req)
+
+				require.NoError(t, err)
+				assert.Equal(t, tt.wantElapsed, time.Since(start))
+				assert.Equal(t, tt.wantStatus, resp.StatusCode)
+				assert.Equal(t, tt.wantAttempts, base.count())
+				assert.Equal(t, tt.wantPauses, pauses)
+				for _, b := range bodies[:len(bodies)-1] {
+					assert.Equal(t, int32(1), b.closes.Load(), "a discarded response is closed")
+				}
+				assert.Equal(t, int32(0), bodies[len(bodies)-1].closes.Load(), "the returned one is the caller's")
+				assert.Equal(t, 1, tr.Stats().InFlight)
+				drainClose(t, resp)
+				assert.Equal(t, 0, tr.Stats().InFlight)
+				if reqBody != nil {
+					assert.Equal(t, int32(1), reqBody.closes.Load())
+				}
+			})
+		})
+	}
+}
+
+func TestRetryDrainIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		big := &trackedBody{r: strings.NewReader(strings.Repeat("x", 1<<20))}
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			if n == 0 {
+				resp := respond(req, http.StatusTooManyRequests, "Retry-After", "1")
+				resp.Body = big
+				return resp, nil
+			}
+			return respond(req, http.StatusOK), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))
+
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		drainClose(t, resp)
+
+		assert.Equal(t, int64(64<<10), big.read.Load())
+		assert.Equal(t, int32(1), big.closes.Load())
+	})
+}
+
+func TestRetryReturnsTheResponseWhenTheDeadlineIsTooClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			return respond(req, http.StatusTooManyRequests, "Retry-After", "5"), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+
+		resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		drainClose(t, resp)
+
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, 1, base.count())
+	})
+}
+
+func TestRetryGetBodyFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			return respond(req, http.StatusTooManyRequests, "Retry-After", "1"), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))
+		req := replayable(t, context.Background(), http.MethodPut)
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errBase }
+
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		drainClose(t, resp)
+
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the last response is the answer")
+		assert.Equal(t, 1, base.count())
+	})
+}
+
+func TestRetryWithoutLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			if n == 0 {
+				return respond(req, http.StatusServiceUnavailable, "Retry-After", "7"), nil
+			}
+			return respond(req, http.StatusOK), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{Jitter: zeroJitter}))
+		start := time.Now()
+
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		drainClose(t, resp)
+
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 7*time.Second, time.Since(start))
+		assert.Equal(t, egress.Stats{Sent: 2, Retries: 1}, tr.Stats())
+	})
+}
