@@ -2,9 +2,9 @@ package egress_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"errors"
 	"io"
 	"net/http"

@@ -468,8 +468,10 @@ func TestKeyAndCost(t *testing.T) {
 			wantCost: 4,
 		},
 		{
-			name:     "context over defaults",
-			giveCtx:  func(ctx context.Context) context.Context { return egress.WithRequestCost(egress.WithRequestKey(ctx, "batch"), 7) },
+			name: "context over defaults",
+			giveCtx: func(ctx context.Context) context.Context {
+				return egress.WithRequestCost(egress.WithRequestKey(ctx, "batch"), 7)
+			},
 			wantKey:  "batch",
 			wantCost: 7,
 		},
