@@ -120,7 +120,7 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 			return nil, capacityError(n, p.capacity())
 		}
 	}
-	r := &Reservation{OK: true, Remaining: -1}
+	r := &Reservation{OK: true, Remaining: -1, key: key}
 	ext, err := reserveForeign(ctx, foreign, key, n, maxWait, r)
 	if err != nil || !r.OK {
 		return r, err
@@ -147,7 +147,7 @@ func reserveForeign(ctx context.Context, ls []Limiter, key string, n int, maxWai
 	for _, l := range ls {
 		fr, err := l.Reserve(ctx, key, n, maxWait)
 		if err == nil && !fr.OK {
-			*r = Reservation{Delay: fr.Delay, Remaining: fr.Remaining}
+			*r = Reservation{Delay: fr.Delay, Remaining: fr.Remaining, key: key}
 		}
 		if err != nil || !fr.OK {
 			cancelAll(ctx, got)
@@ -197,7 +197,7 @@ func bookTogether(ctx context.Context, own []lockable, key string, n int, maxWai
 		for _, l := range held {
 			left = minRemaining(left, l.left())
 		}
-		*r = *Refused(time.Duration(wait), max(left, 0))
+		*r = Reservation{Delay: time.Duration(wait), Remaining: max(left, 0), key: key}
 		return nil
 	}
 	r.Delay = time.Duration(delay)

@@ -14,7 +14,8 @@ import (
 type algorithm[S any] interface {
 	// earliest returns the earliest slot, no earlier than now or from,
 	// at which n units fit, and the earliest decision time (notBefore) at
-	// which booking them would be accepted at all.
+	// which booking them would be accepted at all. While the key is
+	// paused, decisions are taken as of the pause's end (see decided).
 	earliest(s *S, now, from int64, n int) (slot, notBefore int64)
 	// book takes n units at slot. aux is kept with the booking and handed
 	// back to give; remaining is what is left of the budget at slot.
@@ -164,10 +165,12 @@ func (k *keyed[S, A]) Reserve(ctx context.Context, key string, n int, maxWait ti
 	}
 	defer e.mu.Unlock()
 	slot, notBefore := k.alg.earliest(&e.s, now, e.until, n)
-	if wait := refusal(now, slot, notBefore, maxWait); wait > 0 {
-		return Refused(time.Duration(wait), k.alg.left(&e.s, now)), nil
+	if wait := refusal(now, slot, decided(notBefore, e.until), maxWait); wait > 0 {
+		r := Refused(time.Duration(wait), k.alg.left(&e.s, now))
+		r.key = key
+		return r, nil
 	}
-	r := &Reservation{OK: true, Delay: time.Duration(slot - now)}
+	r := &Reservation{OK: true, Delay: time.Duration(slot - now), key: key}
 	r.local.one = e.book(now, slot, n, &r.Remaining)
 	r.booking = &r.local
 	return r, nil
@@ -181,6 +184,17 @@ func refusal(now, slot, notBefore int64, maxWait time.Duration) int64 {
 		wait = max(wait, slot-now-int64(maxWait))
 	}
 	return max(wait, 0)
+}
+
+// decided returns notBefore, or 0 when a key paused until until may book
+// now. A pause shifted the key's schedule to its end, so a booking made
+// during it is judged as of then: a leaky bucket's line, say, must not
+// count the pause itself as units waiting.
+func decided(notBefore, until int64) int64 {
+	if notBefore <= until {
+		return 0
+	}
+	return notBefore
 }
 
 // book records n units at slot. e.mu is held.
@@ -290,7 +304,8 @@ type lockedEntry[S any, A algorithm[S]] struct {
 func (l *lockedEntry[S, A]) now() int64 { return l.at }
 
 func (l *lockedEntry[S, A]) earliest(from int64, n int) (int64, int64) {
-	return l.e.lim.alg.earliest(&l.e.s, l.at, max(from, l.e.until), n)
+	slot, notBefore := l.e.lim.alg.earliest(&l.e.s, l.at, max(from, l.e.until), n)
+	return slot, decided(notBefore, l.e.until)
 }
 
 func (l *lockedEntry[S, A]) book(slot int64, n int, remaining *int) part {

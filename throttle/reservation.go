@@ -55,9 +55,10 @@ type Reservation struct {
 	// report 0.
 	Remaining int
 
+	key     string // for errors; empty for limiters outside this package
 	booking Booking
 	local   localBooking // storage for built-in limiters, so Reserve allocates once
-	done    atomic.Bool  // set once Cancel has run
+	done    atomic.Bool  // set once Cancel has run or Wait has returned the units
 }
 
 // Wait sleeps until the units are the caller's, following any pause of
@@ -66,7 +67,7 @@ type Reservation struct {
 // *[LimitError] with Timeout true is returned. If ctx ends while it
 // sleeps, the reservation is cancelled and ctx's error is returned.
 func (r *Reservation) Wait(ctx context.Context) error {
-	return r.wait(ctx, "")
+	return r.wait(ctx, r.key)
 }
 
 func (r *Reservation) wait(ctx context.Context, key string) error {
@@ -85,6 +86,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 	for {
 		d := r.booking.Until()
 		if d <= 0 {
+			r.done.Store(true) // the slot is the caller's: nothing to give back
 			return nil
 		}
 		if left, ok := timeLeft(ctx); ok && left < d {
@@ -116,8 +118,9 @@ func (r *Reservation) cancelDetached(ctx context.Context) {
 // Cancel gives back the units, as far as that is safe. If this
 // reservation is the key's latest booking, everything comes back;
 // otherwise only as much as keeps every interval within the limiter's
-// bound, which may be nothing. Once the slot has passed it does nothing.
-// Cancel is idempotent, and a no-op on a refused reservation.
+// bound, which may be nothing. Once the slot has passed, or Wait has
+// returned nil, it does nothing. Cancel is idempotent, and a no-op on a
+// refused reservation.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	if !r.OK || r.booking == nil || !r.done.CompareAndSwap(false, true) {
 		return nil
