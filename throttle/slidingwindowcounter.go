@@ -1,0 +1,165 @@
+package throttle
+
+import "time"
+
+// SlidingWindowCounter approximates [SlidingWindow] with two counters per
+// key: the units of the current window of a fixed grid and of the one
+// before it. At a time e nanoseconds into a window of w nanoseconds it
+// estimates the units in the last w as
+//
+//	current + previous × (w-1-e)/w
+//
+// the previous window weighted by the share of it that still lies within
+// the last w nanoseconds, and admits n units when that estimate plus n is
+// at most limit. A caller who finds no room is given the first slot with
+// room, in this window or a later one, and never retries.
+//
+// Pick it for a sliding limit with O(1) memory per key (48 bytes) when
+// limit is too large to log every unit. The price is precision: the
+// estimate assumes the previous window's units were spread evenly. Each
+// window of the grid holds at most limit units, and any interval of
+// length w holds at most
+//
+//	limit + ⌊limit × (w-1)/w⌋ = 2×limit − ⌈limit/w⌉
+//
+// units, which is 2×limit−1 unless w is under limit nanoseconds. The
+// worst case is a window with nothing in its first half: limit units on
+// its last nanosecond, then the decaying allowance of the next window up
+// to its second-to-last nanosecond, limit−1 more. A saturated key gets
+// limit units per window in the long run: the previous window's weight
+// reaches 0 on the last nanosecond of the current one.
+//
+// w is the window plus any [WithTolerance]. A pause shifts the key's
+// grid with its bookings, as if the key had been stopped for the pause:
+// already sent units then count as if sent that much later, which can
+// only delay what follows.
+//
+// A SlidingWindowCounter is safe for concurrent use.
+type SlidingWindowCounter struct {
+	*keyed[counterState, slidingCounter]
+	limit  int
+	window time.Duration
+}
+
+// NewSlidingWindowCounter returns a limiter that allows about limit units
+// per key in any interval of length window, and never more than
+// 2×limit−1 (see [SlidingWindowCounter]). Its windows are aligned to the
+// Unix epoch. With [WithTolerance](d) the window is treated as d longer.
+func NewSlidingWindowCounter(limit int, window time.Duration, opts ...Option) (*SlidingWindowCounter, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWindow(limit, window, c.tolerance); err != nil {
+		return nil, err
+	}
+	w := int64(window + c.tolerance)
+	k := newKeyed(slidingCounter{limit: int64(limit), g: grid{w: w}}, limit, c)
+	k.alg.g.phase = floorMod(k.tl.unixNano(0), w)
+	return &SlidingWindowCounter{keyed: k, limit: limit, window: window}, nil
+}
+
+// Limit returns how many units a window allows.
+func (w *SlidingWindowCounter) Limit() int { return w.limit }
+
+// Window returns the window's length as configured, before any
+// tolerance.
+func (w *SlidingWindowCounter) Window() time.Duration { return w.window }
+
+// slidingCounter is the arithmetic of SlidingWindowCounter.
+type slidingCounter struct {
+	limit int64
+	g     grid
+}
+
+type counterState struct {
+	idx      int64 // the cursor: the window of the latest booking
+	cur      int64 // units in window idx
+	prev     int64 // units in window idx-1
+	floor    int64 // the latest slot booked; no slot goes below it
+	lag      int64 // how far pauses have moved this key's grid
+	pausedAt int64 // when the key was last paused
+}
+
+func (c slidingCounter) index(s *counterState, t int64) int64 { return c.g.index(t - s.lag) }
+
+func (c slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
+
+// counts returns the units in window j, which is not before the cursor's,
+// and in the window before it.
+func (c slidingCounter) counts(s *counterState, j int64) (cur, prev int64) {
+	switch j {
+	case s.idx:
+		return s.cur, s.prev
+	case s.idx + 1:
+		return 0, s.cur
+	}
+	return 0, 0
+}
+
+// used returns the estimate at t, rounded up: cur + ⌈prev×(w-1-e)/w⌉.
+func (c slidingCounter) used(s *counterState, t int64) int64 {
+	j := max(c.index(s, t), s.idx)
+	cur, prev := c.counts(s, j)
+	rest := c.g.w - 1 - max(t-c.start(s, j), 0)
+	return cur + (prev*rest+c.g.w-1)/c.g.w
+}
+
+func (c slidingCounter) earliest(s *counterState, now, from int64, n int) (slot, notBefore int64) {
+	t := max(now, from, s.floor)
+	for j := max(c.index(s, t), s.idx); ; j++ {
+		cur, prev := c.counts(s, j)
+		room := c.limit - int64(n) - cur
+		if room < 0 {
+			t = c.start(s, j+1)
+			continue
+		}
+		if prev == 0 {
+			return t, 0
+		}
+		// n fits at e when prev×(w-1-e) <= room×w.
+		e := c.g.w - 1 - room*c.g.w/prev
+		return max(t, c.start(s, j)+e), 0
+	}
+}
+
+func (c slidingCounter) book(s *counterState, now, slot int64, n int) (aux int64, remaining int) {
+	switch j := c.index(s, slot); {
+	case j <= s.idx:
+		s.cur += int64(n)
+	case j == s.idx+1:
+		s.idx, s.prev, s.cur = j, s.cur, int64(n)
+	default:
+		s.idx, s.prev, s.cur = j, 0, int64(n)
+	}
+	s.floor = slot
+	return 0, int(max(c.limit-c.used(s, slot), 0))
+}
+
+// give takes the units back only when they are in the cursor's window.
+// Units in an earlier window stay counted: later bookings were admitted
+// against that window's count.
+func (c slidingCounter) give(s *counterState, now int64, b *mark, moved int64, latest bool) {
+	if usedBeforePause(b, moved, s.pausedAt) || c.index(s, b.slot) != s.idx {
+		return
+	}
+	s.cur -= min(int64(b.n), s.cur)
+}
+
+// shift moves the key's grid, and every unit counted on it, later by d.
+func (c slidingCounter) shift(s *counterState, now, d int64) {
+	s.pausedAt = now
+	s.lag += d
+	s.floor += d
+}
+
+func (c slidingCounter) fresh(s *counterState, now int64) bool {
+	return s.floor <= now && c.used(s, now) == 0
+}
+
+func (c slidingCounter) left(s *counterState, now int64) int {
+	if s.floor > now {
+		return 0
+	}
+	return int(max(c.limit-c.used(s, now), 0))
+}
