@@ -44,6 +44,9 @@ type Allower interface {
 // whose Timeout is true. If ctx ends during the sleep, the reservation is
 // cancelled and ctx's error is returned.
 func Wait(ctx context.Context, l Limiter, key string, n int) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	maxWait, bounded := timeLeft(ctx)
 	if !bounded {
 		maxWait = -1

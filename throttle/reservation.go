@@ -71,6 +71,9 @@ func (r *Reservation) Wait(ctx context.Context) error {
 }
 
 func (r *Reservation) wait(ctx context.Context, key string) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if !r.OK {
 		return &LimitError{Key: key, RetryAfter: r.Delay}
 	}
@@ -122,6 +125,9 @@ func (r *Reservation) cancelDetached(ctx context.Context) {
 // returned nil, it does nothing. Cancel is idempotent, and a no-op on a
 // refused reservation.
 func (r *Reservation) Cancel(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	if !r.OK || r.booking == nil || !r.done.CompareAndSwap(false, true) {
 		return nil
 	}

@@ -1,0 +1,244 @@
+package throttle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+func TestAllBooksOneCommonSlot(t *testing.T) {
+	clk := newManualClock()
+	perSecond := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	perDay := newTokenBucket(t, throttle.PerDay(2), 2, throttle.WithClock(clk.Now))
+	both := throttle.All(perSecond, perDay)
+
+	var delays []time.Duration
+	for range 3 {
+		delays = append(delays, reserve(t, both, 1, -1).Delay)
+	}
+	assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 12 * time.Hour}, delays,
+		"the third waits for the daily budget")
+	assert.Equal(t, 12*time.Hour+100*time.Millisecond, reserve(t, perSecond, 1, -1).Delay,
+		"the per-second part was booked at the common slot, not earlier")
+}
+
+func TestAllReleasesNoHerd(t *testing.T) {
+	clk := newManualClock()
+	perSecond := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	perDay := newTokenBucket(t, throttle.PerDay(20), 20, throttle.WithClock(clk.Now))
+	both := throttle.All(perSecond, perDay)
+
+	var last time.Duration
+	for i := range 30 {
+		d := reserve(t, both, 1, -1).Delay
+		if i > 0 {
+			assert.GreaterOrEqual(t, d-last, 100*time.Millisecond, "unit %d comes too close to the one before", i)
+		}
+		last = d
+	}
+	assert.Equal(t, 10*72*time.Minute, last, "after the daily burst, one unit per 72 minutes")
+}
+
+func TestAllRefusedPartLeavesOthersUntouched(t *testing.T) {
+	tests := []struct {
+		name  string
+		giveL func(big, small throttle.Limiter) throttle.Limiter
+	}{
+		{name: "refusing part last", giveL: func(big, small throttle.Limiter) throttle.Limiter { return throttle.All(big, small) }},
+		{name: "refusing part first", giveL: func(big, small throttle.Limiter) throttle.Limiter { return throttle.All(small, big) }},
+		{name: "nested", giveL: func(big, small throttle.Limiter) throttle.Limiter {
+			return throttle.All(throttle.All(big), throttle.Route(func(string) throttle.Limiter { return small }))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			big := newTokenBucket(t, throttle.PerSecond(10), 5, throttle.WithClock(clk.Now))
+			small := newTokenBucket(t, throttle.PerSecond(1), 1, throttle.WithClock(clk.Now))
+			reserve(t, small, 1, 0)
+			l := tt.giveL(big, small)
+
+			r, err := l.Reserve(context.Background(), "k", 1, 0)
+			require.NoError(t, err)
+			assert.False(t, r.OK)
+			assert.Equal(t, time.Second, r.Delay)
+			ok, err := throttle.Allow(context.Background(), l, "k", 1)
+			require.NoError(t, err)
+			assert.False(t, ok)
+
+			reserve(t, big, 5, 0) // the other part still holds its whole burst
+		})
+	}
+}
+
+func TestAllRemaining(t *testing.T) {
+	clk := newManualClock()
+	a := newTokenBucket(t, throttle.PerSecond(10), 5, throttle.WithClock(clk.Now))
+	b := newTokenBucket(t, throttle.PerSecond(10), 3, throttle.WithClock(clk.Now))
+	assert.Equal(t, 1, reserve(t, throttle.All(a, b), 2, 0).Remaining, "the smallest part's remainder")
+}
+
+func TestAllBookedOnce(t *testing.T) {
+	clk := newManualClock()
+	a := newTokenBucket(t, throttle.PerSecond(1), 2, throttle.WithClock(clk.Now))
+	twice := throttle.All(a, throttle.All(a), throttle.Route(func(string) throttle.Limiter { return a }))
+
+	reserve(t, twice, 1, 0)
+	assert.Equal(t, 0, reserve(t, a, 1, 0).Remaining, "a limiter named three times is booked once")
+}
+
+func TestAllEmpty(t *testing.T) {
+	tests := []struct {
+		name  string
+		giveL throttle.Limiter
+	}{
+		{name: "no parts", giveL: throttle.All()},
+		{name: "only empty parts", giveL: throttle.All(throttle.All(), throttle.All())},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.giveL.Reserve(context.Background(), "k", 1, 0)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "throttle:")
+			_, err = throttle.Allow(context.Background(), tt.giveL, "k", 1)
+			assert.Error(t, err)
+			assert.Error(t, throttle.Wait(context.Background(), tt.giveL, "k", 1))
+		})
+	}
+}
+
+func TestAllNilPartPanics(t *testing.T) {
+	assert.Panics(t, func() { throttle.All(nil) })
+}
+
+func TestAllExceedsCapacity(t *testing.T) {
+	a := newTokenBucket(t, throttle.PerSecond(10), 5)
+	b := newTokenBucket(t, throttle.PerSecond(10), 3)
+	_, err := throttle.All(a, b).Reserve(context.Background(), "k", 4, -1)
+	assert.ErrorIs(t, err, throttle.ErrExceedsCapacity)
+}
+
+func TestAllCancelGivesBackEveryPart(t *testing.T) {
+	clk := newManualClock()
+	perSecond := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	perDay := newTokenBucket(t, throttle.PerDay(1), 1, throttle.WithClock(clk.Now))
+	both := throttle.All(perSecond, perDay)
+	reserve(t, both, 1, 0)
+	clk.Advance(time.Second)
+
+	r := reserve(t, both, 1, -1)
+	require.Equal(t, 24*time.Hour-time.Second, r.Delay)
+	require.NoError(t, r.Cancel(context.Background()))
+	ok, err := throttle.Allow(context.Background(), perSecond, "k", 1)
+	require.NoError(t, err)
+	assert.True(t, ok, "the per-second part is free now, not only after the common slot")
+	assert.Equal(t, 24*time.Hour-time.Second, reserve(t, perDay, 1, -1).Delay)
+}
+
+func TestAllPause(t *testing.T) {
+	clk := newManualClock()
+	a := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	b := newLeakyBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	both := throttle.All(a, b, &fakeLimiter{})
+	p, ok := both.(throttle.Pauser)
+	require.True(t, ok)
+	require.NoError(t, p.Pause(context.Background(), "k", time.Minute))
+	assert.Equal(t, time.Minute, reserve(t, a, 1, -1).Delay)
+	assert.Equal(t, time.Minute, reserve(t, b, 1, -1).Delay)
+}
+
+func TestAllConcurrentOrders(t *testing.T) {
+	a := newTokenBucket(t, throttle.PerSecond(1e6), 100)
+	b := newLeakyBucket(t, throttle.PerSecond(1e6), 100)
+	ls := []throttle.Limiter{throttle.All(a, b), throttle.All(b, a), throttle.All(throttle.Route(func(string) throttle.Limiter { return b }), a)}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			for range 300 {
+				r, err := ls[i%len(ls)].Reserve(context.Background(), "k", 1, time.Millisecond)
+				if assert.NoError(t, err) && r.OK && i%2 == 0 {
+					assert.NoError(t, r.Cancel(context.Background()))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// fakeLimiter is a Limiter from outside this package: it implements only
+// Reserve, on top of NewReservation and Refused.
+type fakeLimiter struct {
+	mu       sync.Mutex
+	delay    time.Duration
+	refuse   bool
+	bookings []*fakeBooking
+}
+
+func (l *fakeLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse || (maxWait >= 0 && l.delay > maxWait) {
+		return throttle.Refused(l.delay, 0), nil
+	}
+	b := &fakeBooking{at: time.Now().Add(l.delay)}
+	l.bookings = append(l.bookings, b)
+	return throttle.NewReservation(b, l.delay, 7), nil
+}
+
+func (l *fakeLimiter) cancels() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n []int
+	for _, b := range l.bookings {
+		n = append(n, b.cancels())
+	}
+	return n
+}
+
+func TestAllWithForeignLimiter(t *testing.T) {
+	t.Run("cancelled when a built-in part refuses", func(t *testing.T) {
+		clk := newManualClock()
+		tb := newTokenBucket(t, throttle.PerSecond(1), 1, throttle.WithClock(clk.Now))
+		reserve(t, tb, 1, 0)
+		foreign := &fakeLimiter{}
+
+		r, err := throttle.All(foreign, tb).Reserve(context.Background(), "k", 1, 0)
+		require.NoError(t, err)
+		assert.False(t, r.OK)
+		assert.Equal(t, []int{1}, foreign.cancels())
+	})
+	t.Run("refusing leaves the built-in parts untouched", func(t *testing.T) {
+		clk := newManualClock()
+		tb := newTokenBucket(t, throttle.PerSecond(1), 1, throttle.WithClock(clk.Now))
+		foreign := &fakeLimiter{refuse: true, delay: time.Minute}
+
+		r, err := throttle.All(tb, foreign).Reserve(context.Background(), "k", 1, 0)
+		require.NoError(t, err)
+		assert.False(t, r.OK)
+		assert.Equal(t, time.Minute, r.Delay)
+		assert.Equal(t, time.Duration(0), reserve(t, tb, 1, 0).Delay)
+	})
+	t.Run("built-in parts wait for it", func(t *testing.T) {
+		clk := newManualClock()
+		tb := newTokenBucket(t, throttle.PerSecond(1), 1, throttle.WithClock(clk.Now))
+		foreign := &fakeLimiter{delay: 300 * time.Millisecond}
+		r := reserve(t, throttle.All(foreign, tb), 1, -1)
+
+		assert.Equal(t, 300*time.Millisecond, r.Delay)
+		assert.Equal(t, 0, r.Remaining)
+		assert.Equal(t, 1300*time.Millisecond, reserve(t, tb, 1, -1).Delay, "booked at the common slot")
+	})
+	t.Run("Cancel reaches it", func(t *testing.T) {
+		foreign := &fakeLimiter{delay: time.Hour}
+		r := reserve(t, throttle.All(foreign), 1, -1)
+		require.NoError(t, r.Cancel(context.Background()))
+		require.NoError(t, r.Cancel(context.Background()))
+		assert.Equal(t, []int{1}, foreign.cancels())
+	})
+}

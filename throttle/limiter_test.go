@@ -1,0 +1,132 @@
+package throttle_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+func TestConstructorsRejectBadInput(t *testing.T) {
+	newTB := func(r throttle.Rate, burst int, opts ...throttle.Option) func() error {
+		return func() error {
+			tb, err := throttle.NewTokenBucket(r, burst, opts...)
+			assert.Nil(t, tb)
+			return err
+		}
+	}
+	newLB := func(r throttle.Rate, capacity int, opts ...throttle.Option) func() error {
+		return func() error {
+			lb, err := throttle.NewLeakyBucket(r, capacity, opts...)
+			assert.Nil(t, lb)
+			return err
+		}
+	}
+	tests := []struct {
+		name     string
+		giveNew  func() error
+		wantErrs []string
+	}{
+		{name: "N zero", giveNew: newTB(throttle.PerSecond(0), 1), wantErrs: []string{"Rate.N", "0"}},
+		{name: "N negative", giveNew: newLB(throttle.PerMinute(-2), 1), wantErrs: []string{"Rate.N", "-2"}},
+		{name: "Per zero", giveNew: newTB(throttle.Rate{N: 1}, 1), wantErrs: []string{"Rate.Per", "0s"}},
+		{name: "Per negative", giveNew: newLB(throttle.Rate{N: 1, Per: -time.Minute}, 1), wantErrs: []string{"Rate.Per", "-1m0s"}},
+		{name: "below a nanosecond", giveNew: newTB(throttle.Rate{N: 2, Per: time.Nanosecond}, 1), wantErrs: []string{"2", "1ns", "nanosecond"}},
+		{name: "burst zero", giveNew: newTB(throttle.PerSecond(1), 0), wantErrs: []string{"burst", "0"}},
+		{name: "burst negative", giveNew: newTB(throttle.PerSecond(1), -4), wantErrs: []string{"burst", "-4"}},
+		{name: "capacity zero", giveNew: newLB(throttle.PerSecond(1), 0), wantErrs: []string{"capacity", "0"}},
+		{name: "burst overflows", giveNew: newTB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"burst", "1000000"}},
+		{name: "capacity overflows", giveNew: newLB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"capacity"}},
+		{name: "nil Option", giveNew: newTB(throttle.PerSecond(1), 1, nil), wantErrs: []string{"nil Option"}},
+		{name: "WithMaxKeys zero", giveNew: newLB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(0)), wantErrs: []string{"WithMaxKeys", "0"}},
+		{name: "WithMaxKeys negative", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(-1)), wantErrs: []string{"WithMaxKeys", "-1"}},
+		{name: "negative tolerance", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithTolerance(-time.Millisecond)), wantErrs: []string{"WithTolerance", "-1ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.giveNew()
+			require.Error(t, err)
+			assert.True(t, strings.HasPrefix(err.Error(), "throttle: "), err.Error())
+			for _, want := range tt.wantErrs {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestCallsRejectBadInput(t *testing.T) {
+	tb := newTokenBucket(t, throttle.PerSecond(10), 5)
+	lb := newLeakyBucket(t, throttle.PerSecond(10), 2)
+	limiters := []struct {
+		name string
+		l    throttle.Limiter
+	}{
+		{name: "TokenBucket", l: tb},
+		{name: "LeakyBucket", l: lb},
+		{name: "All", l: throttle.All(tb, lb)},
+		{name: "Route", l: throttle.Route(func(string) throttle.Limiter { return tb })},
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	var nilCtx context.Context
+	longKey := strings.Repeat("k", throttle.MaxKeyLen+1)
+
+	tests := []struct {
+		name     string
+		giveCtx  context.Context
+		giveKey  string
+		giveN    int
+		wantIs   error
+		wantErrs []string
+	}{
+		{name: "n zero", giveCtx: context.Background(), giveKey: "k", giveN: 0, wantErrs: []string{"throttle: ", "n ", "0"}},
+		{name: "n negative", giveCtx: context.Background(), giveKey: "k", giveN: -1, wantErrs: []string{"throttle: ", "n ", "-1"}},
+		{name: "n beyond capacity", giveCtx: context.Background(), giveKey: "k", giveN: 6, wantIs: throttle.ErrExceedsCapacity, wantErrs: []string{"6"}},
+		{name: "key too long", giveCtx: context.Background(), giveKey: longKey, giveN: 1, wantErrs: []string{"throttle: ", "1025", "MaxKeyLen"}},
+		{name: "nil context", giveCtx: nilCtx, giveKey: "k", giveN: 1, wantErrs: []string{"throttle: ", "nil context"}},
+		{name: "cancelled context", giveCtx: cancelled, giveKey: "k", giveN: 1, wantIs: context.Canceled},
+	}
+	for _, lt := range limiters {
+		for _, tt := range tests {
+			t.Run(lt.name+"/"+tt.name, func(t *testing.T) {
+				check := func(err error) {
+					t.Helper()
+					require.Error(t, err)
+					if tt.wantIs != nil {
+						assert.ErrorIs(t, err, tt.wantIs)
+					}
+					for _, want := range tt.wantErrs {
+						assert.Contains(t, err.Error(), want)
+					}
+				}
+				r, err := lt.l.Reserve(tt.giveCtx, tt.giveKey, tt.giveN, -1)
+				assert.Nil(t, r)
+				check(err)
+				_, err = throttle.Allow(tt.giveCtx, lt.l, tt.giveKey, tt.giveN)
+				check(err)
+				check(throttle.Wait(tt.giveCtx, lt.l, tt.giveKey, tt.giveN))
+			})
+		}
+	}
+}
+
+func TestPauseRejectsBadInput(t *testing.T) {
+	tb := newTokenBucket(t, throttle.PerSecond(10), 5)
+	var nilCtx context.Context
+	assert.ErrorContains(t, tb.Pause(nilCtx, "k", time.Second), "nil context")
+	assert.ErrorContains(t, tb.Pause(context.Background(), strings.Repeat("k", throttle.MaxKeyLen+1), time.Second), "MaxKeyLen")
+	assert.NoError(t, tb.Pause(context.Background(), strings.Repeat("k", throttle.MaxKeyLen), time.Second))
+}
+
+func TestReservationRejectsNilContext(t *testing.T) {
+	tb := newTokenBucket(t, throttle.PerSecond(10), 5)
+	r := reserve(t, tb, 1, 0)
+	var nilCtx context.Context
+	assert.ErrorContains(t, r.Wait(nilCtx), "nil context")
+	assert.ErrorContains(t, r.Cancel(nilCtx), "nil context")
+}
