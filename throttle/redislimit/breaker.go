@@ -1,0 +1,113 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ProbeInterval is how often an open circuit breaker lets one call
+// through to see whether Redis is back.
+const ProbeInterval = 250 * time.Millisecond
+
+// Event is what [WithObserver] hears: a call to Redis that failed, or the
+// first call that succeeded after failures.
+type Event struct {
+	// Err is the failure; nil on recovery.
+	Err error
+	// Recovered is true when Redis answered again after failing.
+	Recovered bool
+	// Down is how long Redis has been failing: since the first failure
+	// of this outage, up to now or up to the recovery.
+	Down time.Duration
+}
+
+// breaker stops an outage from costing a timeout on every call: after a
+// failure it turns calls away, except one probe every ProbeInterval.
+type breaker struct {
+	observer func(Event)
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	open    bool
+	since   time.Time // first failure of the outage
+	probeAt time.Time // when the last call or probe failed or started
+}
+
+// admit reports whether a call may go to Redis now.
+func (b *breaker) admit() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		return true
+	}
+	if time.Since(b.probeAt) < ProbeInterval {
+		return false
+	}
+	b.probeAt = time.Now()
+	return true
+}
+
+// succeeded records a call that Redis answered.
+func (b *breaker) succeeded() {
+	b.mu.Lock()
+	if !b.open {
+		b.mu.Unlock()
+		return
+	}
+	b.open = false
+	down := time.Since(b.since)
+	b.mu.Unlock()
+	b.notify(Event{Recovered: true, Down: down})
+}
+
+// failed records a call that Redis could not answer.
+func (b *breaker) failed(err error) {
+	b.mu.Lock()
+	now := time.Now()
+	if !b.open {
+		b.open, b.since = true, now
+	}
+	b.probeAt = now
+	down := now.Sub(b.since)
+	b.mu.Unlock()
+	b.notify(Event{Err: err, Down: down})
+}
+
+func (b *breaker) notify(e Event) {
+	if b.observer != nil {
+		b.observer(e)
+	}
+}
+
+// unavailable reports whether err means Redis could not decide, as
+// opposed to a reply that says the call itself was wrong.
+func unavailable(err error) bool {
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrClosed),
+		errors.Is(err, redis.ErrPoolTimeout),
+		errors.As(err, &netErr):
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// server is a redis-server the tests own: started on a free port,
+// without persistence, and killed and restarted at will.
+type server struct {
+	t    testing.TB
+	port int
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// needRedis skips the test when redis-server is missing, except in CI.
+func needRedis(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server is required in CI: %v", err)
+		}
+		t.Skip("redis-server not found on PATH: install Redis to run the redislimit tests")
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startRedis starts a redis-server with extra arguments and stops it when
+// the test ends.
+func startRedis(t testing.TB, extra ...string) *server {
+	t.Helper()
+	needRedis(t)
+	s := &server{t: t, port: freePort(t), dir: t.TempDir(), args: extra}
+	s.start()
+	t.Cleanup(s.kill)
+	return s
+}
+
+func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+func (s *server) start() {
+	s.t.Helper()
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "log")}, s.args...)
+	s.cmd = exec.Command("redis-server", args...)
+	require.NoError(s.t, s.cmd.Start())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s did not start: %v", s.addr(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill stops the server at once, as a crash would.
+func (s *server) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// client returns a client for the server, closed when the test ends.
+func (s *server) client(t testing.TB) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// startCluster starts three cluster nodes and joins them into one
+// cluster with no replicas.
+func startCluster(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	needRedis(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-cli is required in CI: %v", err)
+		}
+		t.Skip("redis-cli not found on PATH: install Redis to run the cluster tests")
+	}
+	var addrs []string
+	for range 3 {
+		s := startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		addrs = append(addrs, s.addr())
+	}
+	out, err := exec.Command("redis-cli", append([]string{"--cluster", "create"}, append(addrs, "--cluster-replicas", "0", "--cluster-yes")...)...).CombinedOutput()
+	require.NoError(t, err, string(out))
+	deadline := time.Now().Add(15 * time.Second)
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				t.Fatalf("cluster did not become ready: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	// Wait until the client sees every slot.
+	for time.Now().Before(deadline) {
+		if err := rdb.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return rdb
+}
+
+func (s *server) String() string { return fmt.Sprintf("redis-server on %s", s.addr()) }
