@@ -44,8 +44,9 @@ type Stats struct {
 	// DuringPause counts requests sent after a 429 had left the server
 	// and received before the Retry-After it carried had run out.
 	DuringPause int
-	// Arrivals holds the arrival time of every admitted request.
-	Arrivals []time.Time
+	// Arrivals holds the arrival time of every admitted request, and
+	// Refusals that of every refused one.
+	Arrivals, Refusals []time.Time
 }
 
 // Server is a strict upstream. It is safe for concurrent use.
@@ -99,6 +100,7 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.Arrivals = append([]time.Time(nil), s.stats.Arrivals...)
+	st.Refusals = append([]time.Time(nil), s.stats.Refusals...)
 	return st
 }
 
@@ -128,15 +130,13 @@ func (s *Server) admit(now time.Time, sentAt time.Time) (time.Duration, bool) {
 		s.stats.DuringPause++
 	}
 	if now.Before(s.pausedUntil) {
-		s.stats.Refused++
-		return s.pausedUntil.Sub(now), false
+		return s.refuse(now, s.pausedUntil.Sub(now))
 	}
 	l := s.limit
 	if l.PauseAfter > 0 && !s.paused && s.stats.Admitted >= l.PauseAfter {
 		s.paused = true
 		s.pausedUntil = now.Add(l.PauseFor)
-		s.stats.Refused++
-		return l.PauseFor, false
+		return s.refuse(now, l.PauseFor)
 	}
 	var wait time.Duration
 	var ok bool
@@ -146,12 +146,19 @@ func (s *Server) admit(now time.Time, sentAt time.Time) (time.Duration, bool) {
 		wait, ok = s.tokenBucket(now)
 	}
 	if !ok {
-		s.stats.Refused++
-		return wait, false
+		return s.refuse(now, wait)
 	}
 	s.stats.Admitted++
 	s.stats.Arrivals = append(s.stats.Arrivals, now)
 	return 0, true
+}
+
+// refuse counts a refusal at now; the client is to wait for wait. s.mu is
+// held.
+func (s *Server) refuse(now time.Time, wait time.Duration) (time.Duration, bool) {
+	s.stats.Refused++
+	s.stats.Refusals = append(s.stats.Refusals, now)
+	return wait, false
 }
 
 // tokenBucket is a strict GCRA: a request is admitted when it arrives no

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// microCount is how many times each micro-benchmark runs; the table shows
+// medians.
+const microCount = 5
+
+// microFile keeps the raw `go test -bench` output beside RESULTS.md, for
+// benchstat.
+const microFile = "micro.txt"
+
+// microResults holds the medians of the micro-benchmarks, by benchmark
+// name without its lib= part, then lib.
+type microResults struct {
+	order  []string
+	groups map[string]map[string]microStat
+	libs   map[string][]string
+}
+
+type microStat struct{ ns, bytes, allocs, perKey float64 }
+
+// runMicro runs the micro-benchmarks in ./micro and parses their output.
+func runMicro(dir string) (*microResults, error) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", strconv.Itoa(microCount), "./micro")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench: %w\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, microFile), out, 0o644); err != nil {
+		return nil, err
+	}
+	return parseMicro(string(out)), nil
+}
+
+func parseMicro(out string) *microResults {
+	samples := map[string]map[string][]microStat{}
+	m := &microResults{groups: map[string]map[string]microStat{}, libs: map[string][]string{}}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		group, lib, ok := strings.Cut(name, "/lib=")
+		if !ok {
+			continue
+		}
+		var st microStat
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "ns/op":
+				st.ns = v
+			case "B/op":
+				st.bytes = v
+			case "allocs/op":
+				st.allocs = v
+			case "B/key":
+				st.perKey = v
+			}
+		}
+		if samples[group] == nil {
+			samples[group] = map[string][]microStat{}
+			m.order = append(m.order, group)
+		}
+		if samples[group][lib] == nil {
+			m.libs[group] = append(m.libs[group], lib)
+		}
+		samples[group][lib] = append(samples[group][lib], st)
+	}
+	for g, libs := range samples {
+		m.groups[g] = map[string]microStat{}
+		for lib, ss := range libs {
+			m.groups[g][lib] = microStat{
+				ns:     median(ss, func(s microStat) float64 { return s.ns }),
+				bytes:  median(ss, func(s microStat) float64 { return s.bytes }),
+				allocs: median(ss, func(s microStat) float64 { return s.allocs }),
+				perKey: median(ss, func(s microStat) float64 { return s.perKey }),
+			}
+		}
+	}
+	return m
+}
+
+func median(ss []microStat, get func(microStat) float64) float64 {
+	vs := make([]float64, len(ss))
+	for i, s := range ss {
+		vs[i] = get(s)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+// reference is the peer each group's ratios are taken against.
+func (m *microResults) reference(group string) string {
+	for _, want := range []string{"x-time-rate", "bare-base", "bare-http.Client", "redis_rate"} {
+		if _, ok := m.groups[group][want]; ok {
+			return want
+		}
+	}
+	return ""
+}
+
+func (m *microResults) write(p func(string, ...any)) {
+	p("## Micro-benchmarks\n\n")
+	p("`go test -run '^$' -bench . -benchmem -count %d ./micro`, medians of %d runs; the raw output is in [%s](%s) for benchstat (see README.md). ", microCount, microCount, microFile, microFile)
+	p("The ratio is against the peer named in the group's first line (x/time/rate where it takes part). Peers without keys are measured on their single limiter.\n\n")
+	for _, g := range m.order {
+		ref := m.reference(g)
+		p("**%s** (ratio against %s)\n\n| lib | ns/op | ratio | B/op | allocs/op |", g, refName(ref))
+		perKey := m.groups[g][m.libs[g][0]].perKey > 0
+		if perKey {
+			p(" B/key |")
+		}
+		p("\n|---|---:|---:|---:|---:|")
+		if perKey {
+			p("---:|")
+		}
+		p("\n")
+		for _, lib := range m.libs[g] {
+			st := m.groups[g][lib]
+			ratio := "—"
+			if r, ok := m.groups[g][ref]; ok && r.ns > 0 {
+				ratio = fmt.Sprintf("%.2f×", st.ns/r.ns)
+				if perKey && r.perKey > 0 {
+					ratio = fmt.Sprintf("%.2f× (memory)", st.perKey/r.perKey)
+				}
+			}
+			p("| %s | %.1f | %s | %.0f | %.0f |", lib, st.ns, ratio, st.bytes, st.allocs)
+			if perKey {
+				p(" %.1f |", st.perKey)
+			}
+			p("\n")
+		}
+		p("\n")
+	}
+}
+
+func refName(ref string) string {
+	if ref == "" {
+		return "nothing"
+	}
+	return ref
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"image/color"
+	"path/filepath"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// histColors are the lateness histograms' colors: egress, then time.Sleep.
+var histColors = [2]color.NRGBA{{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}}
+
+// bin is the width of one bar of the timelines.
+const bin = 100 * time.Millisecond
+
+// latenessPlot is the file name of the wake-up lateness histogram.
+const latenessPlot = "lateness.png"
+
+func plotFile(sc scenario) string { return "scenario" + sc.id + ".png" }
+
+// plot draws a scenario's timeline: requests admitted per 100 ms against
+// the limit line, or, for a windowed limit, requests that reached the
+// upstream in the trailing window against the limit.
+func (h *harness) plot(sc scenario, rows []row) error {
+	if sc.plot == plotNone {
+		return nil
+	}
+	p := plot.New()
+	p.Title.Text = "Scenario " + sc.id
+	p.X.Label.Text = "seconds since start"
+	limit := sc.limit.Rate * bin.Seconds()
+	if sc.plot == plotTrailingWindow {
+		p.Y.Label.Text = "requests reaching the upstream in the trailing " + sc.limit.Window.String()
+		limit = float64(sc.limit.Limit)
+	} else {
+		p.Y.Label.Text = "requests admitted per 100 ms"
+	}
+	p.Legend.Top = true
+	end := 0.0
+	i := 0
+	for _, r := range rows {
+		if r.skipped != "" {
+			continue
+		}
+		var pts plotter.XYs
+		if sc.plot == plotTrailingWindow {
+			pts = trailing(r.allArrivals, r.start, sc.limit.Window)
+		} else {
+			pts = perBin(r.arrivals, r.start)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		end = max(end, pts[len(pts)-1].X)
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(0)
+		p.Add(l)
+		p.Legend.Add(r.contender, l)
+		i++
+	}
+	lim, err := plotter.NewLine(plotter.XYs{{X: 0, Y: limit}, {X: end, Y: limit}})
+	if err != nil {
+		return err
+	}
+	lim.Color = color.Black
+	lim.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	lim.Width = vg.Points(1.5)
+	p.Add(lim)
+	p.Legend.Add("limit", lim)
+	return p.Save(10*vg.Inch, 5*vg.Inch, filepath.Join(h.out, plotFile(sc)))
+}
+
+// perBin counts arrivals per 100 ms since start.
+func perBin(arrivals []time.Time, start time.Time) plotter.XYs {
+	var counts []float64
+	for _, a := range arrivals {
+		i := int(a.Sub(start) / bin)
+		if i < 0 {
+			i = 0
+		}
+		for len(counts) <= i {
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	pts := make(plotter.XYs, len(counts))
+	for i, c := range counts {
+		pts[i] = plotter.XY{X: (time.Duration(i) * bin).Seconds(), Y: c}
+	}
+	return pts
+}
+
+// trailing samples, every 10 ms, how many of the sorted arrivals fall in
+// the window that ends then.
+func trailing(arrivals []time.Time, start time.Time, window time.Duration) plotter.XYs {
+	if len(arrivals) == 0 {
+		return nil
+	}
+	var pts plotter.XYs
+	lo, hi := 0, 0
+	last := arrivals[len(arrivals)-1].Add(window)
+	for t := start; !t.After(last); t = t.Add(10 * time.Millisecond) {
+		for hi < len(arrivals) && !arrivals[hi].After(t) {
+			hi++
+		}
+		for lo < hi && t.Sub(arrivals[lo]) >= window {
+			lo++
+		}
+		pts = append(pts, plotter.XY{X: t.Sub(start).Seconds(), Y: float64(hi - lo)})
+	}
+	return pts
+}
+
+// plotLateness draws histograms of wake-up lateness for egress and for a
+// bare time.Sleep, on the same bins. The last bin also holds everything
+// beyond the 99.9th percentile.
+func plotLateness(dir string, a accuracy) error {
+	if len(a.late) == 0 {
+		return nil
+	}
+	p := plot.New()
+	p.Title.Text = "Wake-up lateness, 64 callers queued on one key"
+	p.X.Label.Text = "lateness (ms); the last bin holds everything beyond the 99.9th percentile"
+	p.Y.Label.Text = "wake-ups"
+	p.Legend.Top = true
+	const bins = 50
+	top := max(quantile(a.late, 0.999), quantile(a.sleepLate, 0.999)).Seconds() * 1e3
+	width := top / bins
+	for i, s := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"egress Reservation.Wait (vs reserved slot)", a.late}, {"bare time.Sleep (vs asked delay)", a.sleepLate}} {
+		h := &plotter.Histogram{Width: width, LineStyle: plotter.DefaultLineStyle}
+		h.Bins = make([]plotter.HistogramBin, bins)
+		for j := range h.Bins {
+			h.Bins[j].Min, h.Bins[j].Max = float64(j)*width, float64(j+1)*width
+		}
+		for _, d := range s.ds {
+			j := min(max(int(d.Seconds()*1e3/width), 0), bins-1)
+			h.Bins[j].Weight++
+		}
+		c := histColors[i]
+		h.LineStyle.Color = c
+		c.A = 90
+		h.FillColor = c
+		p.Add(h)
+		p.Legend.Add(s.name, h)
+	}
+	return p.Save(10*vg.Inch, 5*vg.Inch, filepath.Join(dir, latenessPlot))
+}
