@@ -9,8 +9,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -61,7 +59,7 @@ func run() error {
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				if err := get(client, fmt.Sprintf("%s/items/%d", api.URL(), i)); err != nil {
+				if err := upstream.Get(client, fmt.Sprintf("%s/items/%d", api.URL(), i)); err != nil {
 					errs <- err
 					continue
 				}
@@ -94,22 +92,6 @@ func run() error {
 		return fmt.Errorf("the API sent %d 429s, want 0", tooMany)
 	case elapsed > minimum*5/4:
 		return fmt.Errorf("took %v, more than 1.25× the minimum %v", elapsed, minimum)
-	}
-	return nil
-}
-
-// get fetches url and reads the whole body.
-func get(client *http.Client, url string) error {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
 }

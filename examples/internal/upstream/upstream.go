@@ -5,6 +5,8 @@
 package upstream
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -203,4 +205,21 @@ func (s stamp) CloseIdleConnections() {
 	if c, ok := s.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// Get fetches url with client, reads the whole body and closes it, and
+// returns an error unless the status is 200.
+func Get(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
