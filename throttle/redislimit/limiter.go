@@ -59,9 +59,16 @@ func (l *limiter) AllowN(ctx context.Context, key string, n int) (bool, error) {
 }
 
 func (l *limiter) reserve(ctx context.Context, key string, n int, maxWait time.Duration, track bool) (*throttle.Reservation, error) {
+	r, _, err := l.book(ctx, key, n, maxWait, track)
+	return r, err
+}
+
+// book is reserve, also returning the booking of an OK reservation made
+// in Redis.
+func (l *limiter) book(ctx context.Context, key string, n int, maxWait time.Duration, track bool) (*throttle.Reservation, *booking, error) {
 	ks, err := l.check(ctx, key, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wait := int64(-1)
 	if maxWait >= 0 {
@@ -70,31 +77,32 @@ func (l *limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 	args := append(l.c.args("r", l.specs, 2), n, wait)
 	v, err := l.c.run(ctx, ks, args)
 	if err != nil {
-		return l.fail(ctx, key, n, maxWait, err)
+		r, err := l.fail(ctx, key, n, maxWait, err)
+		return r, nil, err
 	}
 	arrived := l.c.lis.pauses.now()
 	a, err := array(v, 6, "reserve")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var f [6]int64
 	for i, what := range []string{"ok", "delay", "remaining", "epoch", "shift", "slot"} {
 		if f[i], err = integer(a[i], what); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ok, delay, left, epoch, moved, slot := f[0], f[1], f[2], f[3], f[4], f[5]
 	if ok == 0 {
 		l.c.lis.pauses.learn(ks[0], epoch, moved, false)
-		return throttle.Refused(time.Duration(delay)*time.Microsecond, int(left)), nil
+		return throttle.Refused(time.Duration(delay)*time.Microsecond, int(left)), nil, nil
 	}
 	if len(a) != 6+len(l.specs) {
-		return nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(l.specs))
+		return nil, nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(l.specs))
 	}
 	b := &booking{l: l, key: key, n: n, epoch: epoch, moved: moved, slot: slot, tokens: make([]string, len(l.specs))}
 	for i := range l.specs {
 		if b.tokens[i], err = text(a[6+i], "token"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	d := time.Duration(delay) * time.Microsecond
@@ -103,7 +111,7 @@ func (l *limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 		b.base = arrived + int64(d) - moved*int64(time.Microsecond)
 		b.line.hold(b.base)
 	}
-	return throttle.NewReservation(b, d, int(left)), nil
+	return throttle.NewReservation(b, d, int(left)), b, nil
 }
 
 // fail applies the failure policy to err.
