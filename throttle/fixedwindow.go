@@ -67,8 +67,12 @@ func checkWindow(limit int, window, tol time.Duration) error {
 		return fmt.Errorf("throttle: limit must be at least 1, got %d", limit)
 	case window <= 0:
 		return fmt.Errorf("throttle: window must be positive, got %v", window)
-	case tol > maxSpan-window:
-		return fmt.Errorf("throttle: window %v with tolerance %v is too long", window, tol)
+	}
+	if _, err := span("limit", limit, window); err != nil {
+		return err
+	}
+	if tol > maxSpan-window {
+		return fmt.Errorf("throttle: window %v plus tolerance %v is too long", window, tol)
 	}
 	_, err := span("limit", limit, window+tol)
 	return err
@@ -102,6 +106,13 @@ func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 // move back, so it keeps only the window of its latest booking (the
 // cursor): every window after the current one and before the cursor is
 // full, and windows before the current one no longer matter.
+//
+// Pauses move booked units by any amount, not by whole windows, so the
+// units of two windows could come to share one. To rule that out, units
+// still ahead in different windows are kept at least a window apart: a
+// booking in the window after the latest one goes no earlier in its
+// window than the latest one went in its own. Without pauses every
+// booking ahead is at a window's start, and this changes nothing.
 type fixedWindow struct {
 	limit int64
 	tol   int64 // a unit in the last tol of a window counts in the next one too
@@ -113,7 +124,6 @@ type fixedState struct {
 	cnt      int64 // units counted in window idx
 	spill    int64 // units of cnt booked in idx's last tol, which count in idx+1 too
 	floor    int64 // the latest slot booked; no slot goes below it
-	prevLast int64 // the latest slot booked before window idx
 	pausedAt int64 // when the key was last paused
 }
 
@@ -140,7 +150,11 @@ func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notB
 		if f.count(s, j)+int64(n) <= f.limit {
 			return t, 0
 		}
+		// Go to the next window, a window after the latest unit ahead.
 		t = f.g.start(j + 1)
+		if s.floor > now && f.g.index(s.floor) == j {
+			t += s.floor - f.g.start(j)
+		}
 	}
 }
 
@@ -148,12 +162,10 @@ func (f fixedWindow) book(s *fixedState, now, slot int64, n int) (aux int64, rem
 	switch j := f.g.index(slot); {
 	case j == s.idx:
 		s.cnt += int64(n)
+	case j == s.idx+1:
+		s.idx, s.cnt, s.spill = j, s.spill+int64(n), 0
 	default:
-		carried := int64(0)
-		if j == s.idx+1 {
-			carried = s.spill
-		}
-		s.prevLast, s.idx, s.cnt, s.spill = s.floor, j, carried+int64(n), 0
+		s.idx, s.cnt, s.spill = j, int64(n), 0
 	}
 	if f.inTail(slot) {
 		s.spill += int64(n)
@@ -184,32 +196,24 @@ func usedBeforePause(b *mark, moved, pausedAt int64) bool {
 	return moved > 0 && b.slot-moved <= pausedAt
 }
 
-// shift moves the units booked at or after now later by d. Windows stay
-// where they are, so the units may land in a later window than they were
-// counted in: the cursor moves to the window the latest unit lands in,
-// and counts every unit that may land there; the windows it skips count
-// as full. Units booked before now stay where they were.
+// shift moves the units booked at or after now later by d, while windows
+// stay where they are. Units ahead in different windows are a window
+// apart, so each window still receives the units of at most one: the
+// cursor moves to the window the latest unit lands in and keeps its
+// count, and the windows it skips count as full. Units booked before now
+// stay where they were.
 func (f fixedWindow) shift(s *fixedState, now, d int64) {
 	s.pausedAt = now
 	if s.floor < now {
 		return // nothing booked lies ahead
 	}
-	to := f.g.index(s.floor + d)
-	landed := s.cnt
-	if s.prevLast >= now && f.g.index(s.prevLast+d) == to {
-		landed += f.limit // units of an earlier window land here too
+	s.floor += d
+	if to := f.g.index(s.floor); to != s.idx {
+		s.idx, s.spill = to, 0
 	}
-	switch {
-	case to != s.idx:
-		s.idx, s.spill, s.prevLast = to, 0, f.g.start(to)-1
-	case s.prevLast >= now:
-		s.prevLast += d
-	}
-	s.cnt = min(landed, f.limit)
-	if f.inTail(s.floor + d) {
+	if f.inTail(s.floor) {
 		s.spill = s.cnt
 	}
-	s.floor += d
 }
 
 func (f fixedWindow) fresh(s *fixedState, now int64) bool {

@@ -66,14 +66,14 @@ type logRun struct {
 // logState is one key's log: runs in increasing slot order. Units are
 // numbered in booking order; runs[i] holds those numbered after
 // runs[i-1].cum (after base for runs[0]) up to runs[i].cum.
+//
+// A unit is dropped from the front once limit newer units follow it.
+// Those limit+1 units span at least w, so the floor already lies w or
+// more after every dropped unit: they can never constrain a slot again,
+// even once a Cancel leaves fewer than limit units in the log.
 type logState struct {
-	runs []logRun
-	// base is how many units were dropped from the front, the newest of
-	// them at horizon. They are assumed to all sit at horizon, which can
-	// only overcount: it matters once a Cancel leaves fewer than limit
-	// units in the log.
-	base     int64
-	horizon  int64
+	runs     []logRun
+	base     int64 // units dropped from the front
 	floor    int64 // the latest slot booked; no slot goes below it
 	pausedAt int64 // when the key was last paused
 }
@@ -85,22 +85,9 @@ func (s *logState) total() int64 {
 	return s.runs[len(s.runs)-1].cum
 }
 
-// unitAt returns the slot of unit number u, which is at least 1.
-func (s *logState) unitAt(u int64) int64 {
-	if u <= s.base {
-		return s.horizon
-	}
-	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].cum >= u })
-	return s.runs[i].at
-}
-
-// inWindow returns how many units lie after t-w, counting dropped units
-// as sitting at horizon.
+// inWindow returns how many units in the log lie after t-w.
 func (l slidingLog) inWindow(s *logState, t int64) int64 {
 	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].at > t-l.w })
-	if i == 0 && s.base > 0 && s.horizon > t-l.w {
-		return s.total()
-	}
 	before := s.base
 	if i > 0 {
 		before = s.runs[i-1].cum
@@ -110,8 +97,10 @@ func (l slidingLog) inWindow(s *logState, t int64) int64 {
 
 func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefore int64) {
 	slot = max(now, from, s.floor)
-	if u := s.total() - (l.limit - int64(n)); u > 0 {
-		slot = max(slot, s.unitAt(u)+l.w)
+	// Unit number u must lie at or before slot-w.
+	if u := s.total() - (l.limit - int64(n)); u > s.base {
+		i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].cum >= u })
+		slot = max(slot, s.runs[i].at+l.w)
 	}
 	return slot, 0
 }
@@ -138,7 +127,7 @@ func (l slidingLog) drop(s *logState, old func(logRun) bool) {
 	if i == 0 {
 		return
 	}
-	s.base, s.horizon = s.runs[i-1].cum, s.runs[i-1].at
+	s.base = s.runs[i-1].cum
 	s.runs = s.runs[i:]
 	if len(s.runs) == 0 {
 		s.runs = nil // let the memory go
@@ -148,8 +137,7 @@ func (l slidingLog) drop(s *logState, old func(logRun) bool) {
 // give takes booking b's units out of the log. Removing units never
 // raises the count of any interval, so it gives back in full whether or
 // not later bookings exist; the floor keeps later slots from moving
-// back. Units dropped from the front to make room are still assumed at
-// horizon, so the log never forgets more than it was told to.
+// back, and so keeps the units dropped from the log harmless.
 func (l slidingLog) give(s *logState, now int64, b *mark, moved int64, latest bool) {
 	if usedBeforePause(b, moved, s.pausedAt) {
 		return
@@ -180,20 +168,14 @@ func (l slidingLog) shift(s *logState, now, d int64) {
 	for j := i; j < len(s.runs); j++ {
 		s.runs[j].at += d
 	}
-	if s.base > 0 && s.horizon >= now {
-		s.horizon += d
-	}
 	if s.floor >= now {
 		s.floor += d
 	}
 }
 
 func (l slidingLog) fresh(s *logState, now int64) bool {
-	last := s.horizon
-	if k := len(s.runs) - 1; k >= 0 {
-		last = s.runs[k].at
-	}
-	return s.floor <= now && (s.total() == 0 || last+l.w <= now)
+	k := len(s.runs) - 1
+	return s.floor <= now && (k < 0 || s.runs[k].at+l.w <= now)
 }
 
 func (l slidingLog) left(s *logState, now int64) int {
