@@ -79,13 +79,15 @@ func (s sends) total() int {
 }
 
 // aligned returns the most units sent in one window of a grid aligned
-// to the origin.
-func (s sends) aligned(window time.Duration) int {
+// to the Unix epoch, the origin being at Unix time origin.
+func (s sends) aligned(window time.Duration, origin time.Time) int {
+	phase := time.Duration(origin.UnixNano()) % window
 	per := map[time.Duration]int{}
 	most := 0
 	for t, n := range s {
-		per[t/window] += n
-		most = max(most, per[t/window])
+		i := (t + phase) / window
+		per[i] += n
+		most = max(most, per[i])
 	}
 	return most
 }
