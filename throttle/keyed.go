@@ -48,13 +48,14 @@ type entry[S any, A algorithm[S]] struct {
 
 	// mu guards everything below. The limiter's clock is read while it
 	// is held, so two callers can never apply readings out of order.
-	mu    sync.Mutex
-	last  int64  // newest clock reading applied; time never runs back
-	seq   uint64 // bookings made so far
-	until int64  // the key is paused until then
-	moved int64  // total shift applied by pauses
-	dead  bool   // dropped from the map; callers must look the key up again
-	s     S
+	mu     sync.Mutex
+	last   int64  // newest clock reading applied; time never runs back
+	seq    uint64 // bookings made so far
+	until  int64  // the key is paused until then
+	moved  int64  // total shift applied by pauses
+	paused int64  // when the latest pause that shifted anything began
+	dead   bool   // dropped from the map; callers must look the key up again
+	s      S
 }
 
 // keyed holds per-key state for one algorithm and implements Limiter,
@@ -111,13 +112,18 @@ func (k *keyed[S, A]) load(key string) (*entry[S, A], error) {
 	if v, ok := k.keys.Load(key); ok {
 		return v.(*entry[S, A]), nil
 	}
-	if k.count.Load() >= k.maxKeys && !k.sweep() {
-		return nil, fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, k.maxKeys)
+	// Take a place under the cap before storing, so that callers adding
+	// keys at once cannot overshoot it.
+	for k.count.Add(1) > k.maxKeys {
+		k.count.Add(-1)
+		if !k.sweep() {
+			return nil, fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, k.maxKeys)
+		}
 	}
 	e := &entry[S, A]{lim: k}
 	v, loaded := k.keys.LoadOrStore(key, e)
-	if !loaded {
-		k.count.Add(1)
+	if loaded {
+		k.count.Add(-1)
 	}
 	return v.(*entry[S, A]), nil
 }
@@ -246,6 +252,9 @@ func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) er
 	by := end - max(e.until, now)
 	e.until = end
 	e.moved += by
+	if by > 0 {
+		e.paused = now
+	}
 	k.alg.shift(&e.s, now, by)
 	return nil
 }
@@ -268,8 +277,8 @@ func (e *entry[S, A]) give(m *mark) {
 	delta := e.moved - m.shiftAt
 	b.slot += delta
 	now := e.tick()
-	if b.slot < now {
-		return // the units have been used
+	if b.slot < now || (delta > 0 && m.slot <= e.paused) {
+		return // the units have been used, before now or before a pause moved the mark
 	}
 	latest := m.seq == e.seq
 	e.lim.alg.give(&e.s, now, &b, delta, latest)

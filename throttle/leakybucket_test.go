@@ -23,7 +23,7 @@ func TestLeakyBucketSaturatedRun(t *testing.T) {
 	clk := newManualClock()
 	lb := newLeakyBucket(t, rate, 5, throttle.WithClock(clk.Now))
 
-	slots := saturatedRun(t, lb, clk, 40, 100_000, time.Millisecond)
+	slots := saturatedRun(t, lb, clk, 8, 100_000, time.Millisecond)
 
 	interval, err := rate.Interval()
 	require.NoError(t, err)

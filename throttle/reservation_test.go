@@ -380,3 +380,20 @@ func TestNewReservationCancelledByContext(t *testing.T) {
 		assert.False(t, errors.Is(err, throttle.ErrLimitExceeded))
 	})
 }
+
+func TestCancelOfUnitsDueBeforeAPause(t *testing.T) {
+	clk := newManualClock()
+	tb := newTokenBucket(t, throttle.Rate{N: 1, Per: 10 * time.Second}, 1, throttle.WithClock(clk.Now))
+	ctx := context.Background()
+
+	r := reserve(t, tb, 1, 0) // due at 0 and sent
+	clk.Advance(500 * time.Millisecond)
+	require.NoError(t, tb.Pause(ctx, "k", time.Second))
+	clk.Advance(500 * time.Millisecond)
+	require.NoError(t, r.Cancel(ctx), "the pause moved its mark to 1s, but the units were spent at 0")
+
+	clk.Advance(500 * time.Millisecond) // the pause is over
+	ok, err := throttle.Allow(ctx, tb, "k", 1)
+	require.NoError(t, err)
+	assert.False(t, ok, "one unit per 10s: nothing came back")
+}
