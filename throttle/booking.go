@@ -25,6 +25,7 @@ type localBooking struct {
 	ext  []*Reservation // parts from limiters outside this package
 }
 
+// Until implements [Booking]: the longest wait among the parts.
 func (b *localBooking) Until() time.Duration {
 	var d time.Duration
 	if b.one.h != nil {
@@ -41,6 +42,8 @@ func (b *localBooking) Until() time.Duration {
 	return d
 }
 
+// Cancel implements [Booking]: it gives back every part, and returns the
+// first error from a part outside this package.
 func (b *localBooking) Cancel(ctx context.Context) error {
 	if b.one.h != nil {
 		b.one.h.give(&b.one.m)

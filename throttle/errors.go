@@ -34,6 +34,7 @@ type LimitError struct {
 	Deadline bool
 }
 
+// Error names the key and how long until the request would be granted.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("throttle: limit exceeded for key %q, retry after %v", e.Key, e.RetryAfter)
 }
