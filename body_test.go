@@ -7,11 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -210,4 +212,32 @@ func errorsJoin(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// sliceBody is a body whose type cannot be compared with ==.
+type sliceBody struct{ data []byte }
+
+func (sliceBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (sliceBody) Close() error             { return nil }
+
+func TestUncomparableBodies(t *testing.T) {
+	base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+		resp := respond(req, http.StatusOK)
+		if n == 0 {
+			resp.StatusCode = http.StatusTooManyRequests
+		}
+		resp.Body = sliceBody{data: []byte("x")}
+		return resp, nil
+	}}
+	tr := egress.NewTransport(base, egress.WithQueue(newQueue(t, 1, 0)), egress.WithRetry(retryafter.Policy{Backoff: func(int) time.Duration { return 0 }}))
+	req := newRequest(t, context.Background(), http.MethodPut, "http://api.test/", nil)
+	req.Body = sliceBody{data: []byte("payload")}
+	req.GetBody = func() (io.ReadCloser, error) { return sliceBody{data: []byte("payload")}, nil }
+
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	drainClose(t, resp)
+
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 0, tr.Stats().InFlight)
 }

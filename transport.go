@@ -162,6 +162,7 @@ type call struct {
 	cost    int
 	attempt int
 	body    io.ReadCloser // the body of the next attempt, until it is sent
+	fresh   bool          // body came from GetBody, not from req
 	queued  time.Duration // time spent in the queue's line
 }
 
@@ -219,7 +220,7 @@ func (c *call) run() (*http.Response, error) {
 		if !ok || !before(ctx, delay) {
 			return resp, nil
 		}
-		body, err := rewind(c.req)
+		body, fresh, err := rewind(c.req)
 		if err != nil {
 			return resp, nil // this response is the best answer left
 		}
@@ -228,7 +229,7 @@ func (c *call) run() (*http.Response, error) {
 			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
 		}
 		discard(resp)
-		c.body = body
+		c.body, c.fresh = body, fresh
 		if err := sleep(ctx, delay); err != nil {
 			closeBody(c.body)
 			return nil, err
@@ -318,7 +319,7 @@ func (c *call) pause(resp *http.Response, now time.Time) {
 // outgoing returns the request to send for this attempt: req itself, or,
 // when a retry needs a fresh body, a shallow copy carrying it.
 func (c *call) outgoing() *http.Request {
-	if c.body == c.req.Body {
+	if !c.fresh {
 		return c.req
 	}
 	out := new(http.Request)
@@ -327,12 +328,14 @@ func (c *call) outgoing() *http.Request {
 	return out
 }
 
-// rewind returns a fresh copy of req's body for another attempt.
-func rewind(req *http.Request) (io.ReadCloser, error) {
+// rewind returns the body for another attempt of req: req's own when it
+// has none, or a fresh copy from GetBody.
+func rewind(req *http.Request) (body io.ReadCloser, fresh bool, err error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return req.Body, nil
+		return req.Body, false, nil
 	}
-	return req.GetBody()
+	body, err = req.GetBody()
+	return body, err == nil, err
 }
 
 // before reports whether ctx leaves at least d before its deadline.
