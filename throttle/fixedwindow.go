@@ -19,8 +19,18 @@ import (
 //
 // When the current window is full, a caller is given a slot at the start
 // of the next window with room, never a retry: every window between now
-// and the one being booked is full. A FixedWindow is safe for concurrent
-// use.
+// and the one being booked is full.
+//
+// [Pauser.Pause] moves the units booked ahead later by the pause while
+// the windows stay put, so units may cross a reset. The limiter counts
+// them in the window they land in, and keeps units booked in different
+// windows at least a window apart so that no window can receive the
+// units of two: when the window before is still being filled, a window's
+// first booking goes no earlier after its reset than that window's
+// latest unit went after its own. Every aligned window holds at most
+// limit units, pauses included.
+//
+// A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
 	*keyed[fixedState, fixedWindow]
 	limit  int
@@ -111,8 +121,11 @@ func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 // units of two windows could come to share one. To rule that out, units
 // still ahead in different windows are kept at least a window apart: a
 // booking in the window after the latest one goes no earlier in its
-// window than the latest one went in its own. Without pauses every
-// booking ahead is at a window's start, and this changes nothing.
+// window than the latest one, if that is still ahead, went in its own.
+// Usually units ahead sit at a window's start and this changes nothing;
+// when another limit (under All) or a pause spreads them out, the next
+// window's units start that much after its reset, and each window still
+// gets its limit.
 type fixedWindow struct {
 	limit int64
 	tol   int64 // a unit in the last tol of a window counts in the next one too
