@@ -381,7 +381,7 @@ func TestSlidingWindowReserve(t *testing.T) {
 	}{
 		{giveN: 2, giveMaxWait: 0, want: want{ok: true, slot: 0, remaining: 3}},
 		{giveAdvance: 3 * time.Second, giveN: 2, giveMaxWait: 0, want: want{ok: true, slot: 3 * time.Second, remaining: 1}},
-		{giveAdvance: 1 * time.Second, giveN: 2, giveMaxWait: 0, want: want{ok: false, slot: 4 * time.Second + 6*time.Second, remaining: 1}},
+		{giveAdvance: 1 * time.Second, giveN: 2, giveMaxWait: 0, want: want{ok: false, slot: 4*time.Second + 6*time.Second, remaining: 1}},
 		{giveN: 2, giveMaxWait: -1, want: want{ok: true, slot: 10 * time.Second, remaining: 1}},
 		{giveN: 3, giveMaxWait: -1, want: want{ok: true, slot: 13 * time.Second, remaining: 0}},
 		{giveAdvance: 10 * time.Second, giveN: 1, giveMaxWait: -1, want: want{ok: true, slot: 20 * time.Second, remaining: 1}},
