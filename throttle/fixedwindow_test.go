@@ -54,17 +54,8 @@ func TestFixedWindowReserve(t *testing.T) {
 	clk := newManualClock()
 	clk.Advance(90 * time.Second) // halfway through a minute
 	f := newFixedWindow(t, 5, time.Minute, throttle.WithClock(clk.Now))
-	type want struct {
-		ok        bool
-		slot      time.Duration
-		remaining int
-	}
-	steps := []struct {
-		giveAdvance time.Duration
-		giveN       int
-		giveMaxWait time.Duration
-		want        want
-	}{
+	type want = reserveWant
+	steps := []reserveStep{
 		{giveN: 3, giveMaxWait: 0, want: want{ok: true, slot: 90 * time.Second, remaining: 2}},
 		{giveN: 3, giveMaxWait: 0, want: want{ok: false, slot: 2 * time.Minute, remaining: 2}},
 		// Refused, but with 29s to spare the same call succeeds in 1s.
@@ -75,11 +66,7 @@ func TestFixedWindowReserve(t *testing.T) {
 		{giveAdvance: 2 * time.Minute, giveN: 1, giveMaxWait: 0, want: want{ok: false, slot: 4 * time.Minute, remaining: 0}},
 		{giveN: 1, giveMaxWait: -1, want: want{ok: true, slot: 4 * time.Minute, remaining: 2}},
 	}
-	for i, st := range steps {
-		clk.Advance(st.giveAdvance)
-		r, slot := reserveAt(t, f, clk, st.giveN, st.giveMaxWait)
-		assert.Equal(t, st.want, want{ok: r.OK, slot: slot, remaining: r.Remaining}, "step %d", i)
-	}
+	runReserveSteps(t, f, clk, steps)
 	assert.Equal(t, 5, f.Limit())
 	assert.Equal(t, time.Minute, f.Window())
 }

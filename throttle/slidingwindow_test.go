@@ -66,6 +66,33 @@ func reserveAt(t *testing.T, l throttle.Limiter, clk *manualClock, n int, maxWai
 	return r, clk.Since() + r.Delay
 }
 
+// reserveStep is one call in a table of Reserve calls on key "k".
+type reserveStep struct {
+	giveAdvance time.Duration // how far to move the clock first
+	giveN       int
+	giveMaxWait time.Duration
+	want        reserveWant
+}
+
+// reserveWant is what a reserveStep expects: slot is the booked slot when
+// OK, and when the same call would succeed otherwise, as offsets from
+// epoch.
+type reserveWant struct {
+	ok        bool
+	slot      time.Duration
+	remaining int
+}
+
+// runReserveSteps plays steps against l, moving clk as they say.
+func runReserveSteps(t *testing.T, l throttle.Limiter, clk *manualClock, steps []reserveStep) {
+	t.Helper()
+	for i, st := range steps {
+		clk.Advance(st.giveAdvance)
+		r, slot := reserveAt(t, l, clk, st.giveN, st.giveMaxWait)
+		assert.Equal(t, st.want, reserveWant{ok: r.OK, slot: slot, remaining: r.Remaining}, "step %d", i)
+	}
+}
+
 // sends is units sent at instants, offsets from some origin.
 type sends map[time.Duration]int
 
@@ -368,17 +395,8 @@ func TestWindowedPause(t *testing.T) {
 func TestSlidingWindowReserve(t *testing.T) {
 	clk := newManualClock()
 	w := newSlidingWindow(t, 5, 10*time.Second, throttle.WithClock(clk.Now))
-	type want struct {
-		ok        bool
-		slot      time.Duration
-		remaining int
-	}
-	steps := []struct {
-		giveAdvance time.Duration
-		giveN       int
-		giveMaxWait time.Duration
-		want        want
-	}{
+	type want = reserveWant
+	steps := []reserveStep{
 		{giveN: 2, giveMaxWait: 0, want: want{ok: true, slot: 0, remaining: 3}},
 		{giveAdvance: 3 * time.Second, giveN: 2, giveMaxWait: 0, want: want{ok: true, slot: 3 * time.Second, remaining: 1}},
 		{giveAdvance: 1 * time.Second, giveN: 2, giveMaxWait: 0, want: want{ok: false, slot: 4*time.Second + 6*time.Second, remaining: 1}},
@@ -388,14 +406,7 @@ func TestSlidingWindowReserve(t *testing.T) {
 		{giveAdvance: 10 * time.Second, giveN: 5, giveMaxWait: 0, want: want{ok: false, slot: 30 * time.Second, remaining: 4}},
 		{giveAdvance: 6 * time.Second, giveN: 5, giveMaxWait: 0, want: want{ok: true, slot: 30 * time.Second, remaining: 0}},
 	}
-	for i, st := range steps {
-		clk.Advance(st.giveAdvance)
-		r, slot := reserveAt(t, w, clk, st.giveN, st.giveMaxWait)
-		if !r.OK {
-			slot = clk.Since() + r.Delay
-		}
-		assert.Equal(t, st.want, want{ok: r.OK, slot: slot, remaining: r.Remaining}, "step %d", i)
-	}
+	runReserveSteps(t, w, clk, steps)
 	assert.Equal(t, 5, w.Limit())
 	assert.Equal(t, 10*time.Second, w.Window())
 }

@@ -76,17 +76,8 @@ func TestSlidingWindowCounterWorstCase(t *testing.T) {
 func TestSlidingWindowCounterReserve(t *testing.T) {
 	clk := newManualClock()
 	c := newSlidingWindowCounter(t, 4, 10*time.Second, throttle.WithClock(clk.Now))
-	type want struct {
-		ok        bool
-		slot      time.Duration
-		remaining int
-	}
-	steps := []struct {
-		giveAdvance time.Duration
-		giveN       int
-		giveMaxWait time.Duration
-		want        want
-	}{
+	type want = reserveWant
+	steps := []reserveStep{
 		{giveN: 4, giveMaxWait: 0, want: want{ok: true, slot: 0, remaining: 0}},
 		// The next window starts with the previous one's 4 units at
 		// weight (w-1)/w: a unit fits once 4(w-1-e)/w <= 3.
@@ -101,11 +92,7 @@ func TestSlidingWindowCounterReserve(t *testing.T) {
 		// At 28s: 1 + 3×(2s-1ns)/10s, rounded up to 2.
 		{giveAdvance: 8 * time.Second, giveN: 1, giveMaxWait: 0, want: want{ok: true, slot: 28 * time.Second, remaining: 1}},
 	}
-	for i, st := range steps {
-		clk.Advance(st.giveAdvance)
-		r, slot := reserveAt(t, c, clk, st.giveN, st.giveMaxWait)
-		assert.Equal(t, st.want, want{ok: r.OK, slot: slot, remaining: r.Remaining}, "step %d", i)
-	}
+	runReserveSteps(t, c, clk, steps)
 	assert.Equal(t, 4, c.Limit())
 	assert.Equal(t, 10*time.Second, c.Window())
 }
