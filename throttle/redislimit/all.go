@@ -2,6 +2,9 @@ package redislimit
 
 import (
 	"fmt"
+	"reflect"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Part is implemented by the limiters of this package, so that [All] can
@@ -43,7 +46,7 @@ func All(parts ...Part) (*Composite, error) {
 	var specs []spec
 	for i, p := range parts {
 		l := p.part()
-		if l.c.rdb != first.c.rdb {
+		if !sameClient(l.c.rdb, first.c.rdb) {
 			return nil, fmt.Errorf("redislimit: All's part %d uses another client than part 0", i)
 		}
 		if l.c.cfg.prefix != first.c.cfg.prefix {
@@ -56,6 +59,13 @@ func All(parts ...Part) (*Composite, error) {
 		}
 	}
 	return &Composite{limiter: newLimiter(first.c, specs...)}, nil
+}
+
+// sameClient compares two clients without panicking on a client type
+// that is not comparable.
+func sameClient(a, b redis.Scripter) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
 }
 
 func hasSuffix(specs []spec, suffix string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -200,5 +199,3 @@ func array(v any, n int, what string) ([]any, error) {
 	}
 	return a, nil
 }
-
-func itoa(i int64) string { return strconv.FormatInt(i, 10) }

@@ -23,7 +23,7 @@
 // so the limiters work on single, sentinel, ring and cluster clients
 // alike, all of which are a redis.Scripter.
 //
-// [Limiter.Pause] (through [throttle.Pauser]) moves the key's schedule in
+// Pause (each limiter is a [throttle.Pauser]) moves the key's schedule in
 // every process. Callers already asleep hear of it through a [Listener]
 // (pub/sub) and from every script reply on the key.
 //

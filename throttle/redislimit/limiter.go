@@ -9,6 +9,15 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
+var (
+	_ throttle.Limiter = (*TokenBucket)(nil)
+	_ throttle.Pauser  = (*LeakyBucket)(nil)
+	_ throttle.Allower = (*SlidingWindow)(nil)
+	_ throttle.Limiter = (*SlidingWindowCounter)(nil)
+	_ throttle.Pauser  = (*FixedWindow)(nil)
+	_ throttle.Allower = (*Composite)(nil)
+)
+
 // limiter runs one or more limits on a key in one script. It implements
 // throttle.Limiter, throttle.Pauser and throttle.Allower.
 type limiter struct {
