@@ -193,10 +193,12 @@ func (c httpDoer) do(ctx context.Context, url string) (int, error) {
 // refusal the caller sleeps the RetryAfter it returns and asks again, as
 // its README's Allow suggests. On a 429 it sleeps the Retry-After.
 func redisRate(s spec) (client, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis, PoolSize: 4 * s.Goroutines})
+	rt := &roundTrips{}
+	rdb := countingClient(s.Redis, 4*s.Goroutines, rt)
 	return &redisRateClient{
 		httpClient: newHTTPClient(),
 		rdb:        rdb,
+		rt:         rt,
 		lim:        redis_rate.NewLimiter(rdb),
 		limit:      redis_rate.Limit{Rate: int(s.Rate), Burst: s.Burst, Period: time.Second},
 	}, nil
@@ -204,6 +206,7 @@ func redisRate(s spec) (client, error) {
 
 type redisRateClient struct {
 	httpClient
+	rt    *roundTrips
 	rdb   *redis.Client
 	lim   *redis_rate.Limiter
 	limit redis_rate.Limit
@@ -235,8 +238,9 @@ func (c *redisRateClient) do(ctx context.Context, url string) (int, error) {
 	}
 }
 
+func (c *redisRateClient) redisRoundTrips() int64 { return c.rt.n.Load() }
+
 func (c *redisRateClient) close() {
 	c.httpClient.close()
 	_ = c.rdb.Close()
 }
-

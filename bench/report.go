@@ -41,13 +41,13 @@ var configured = map[string]string{
 	"x/time/rate (rate/N)": "as x/time/rate, but each of the 4 processes gets rate/4 and burst/4 (50/s, burst 2): the static split that never exceeds the quota.",
 	"failsafe-go": "`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`, outer to inner as its docs compose policies: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` (retries 429 and 5xx, honours Retry-After) " +
 		"around `ratelimiter.NewSmoothBuilder(rate, time.Second).WithMaxWaitTime(time.Minute)`, so every attempt waits for a permit.",
-	"go-retryablehttp": "`retryablehttp.NewClient()` with its defaults (`DefaultRetryPolicy`, `DefaultBackoff`, which honours Retry-After on 429/503) and no limiter, as its README shows; `RetryMax` raised from 4 to 10 so every request finishes, and logging off.",
-	"naive": "a plain `http.Client` in a loop: no limiter; on a 429, try again after 100 ms.",
-	"redis_rate": "`redis_rate.NewLimiter(rdb).Allow(ctx, key, Limit{Rate: 200, Burst: 10, Period: time.Second})`; when not allowed, sleep the returned RetryAfter and ask again (it has no reservations); on a 429, sleep the Retry-After.",
-	"egress fixed window": "`throttle.NewFixedWindow(100, time.Second, WithTolerance(DefaultTolerance))` and `throttle.Wait` before each request; no retries (this scenario looks at what each algorithm lets through).",
-	"egress sliding log": "`throttle.NewSlidingWindow(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window.",
+	"go-retryablehttp":       "`retryablehttp.NewClient()` with its defaults (`DefaultRetryPolicy`, `DefaultBackoff`, which honours Retry-After on 429/503) and no limiter, as its README shows; `RetryMax` raised from 4 to 10 so every request finishes, and logging off.",
+	"naive":                  "a plain `http.Client` in a loop: no limiter; on a 429, try again after 100 ms.",
+	"redis_rate":             "`redis_rate.NewLimiter(rdb).Allow(ctx, key, Limit{Rate: 200, Burst: 10, Period: time.Second})`; when not allowed, sleep the returned RetryAfter and ask again (it has no reservations); on a 429, sleep the Retry-After.",
+	"egress fixed window":    "`throttle.NewFixedWindow(100, time.Second, WithTolerance(DefaultTolerance))` and `throttle.Wait` before each request; no retries (this scenario looks at what each algorithm lets through).",
+	"egress sliding log":     "`throttle.NewSlidingWindow(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window.",
 	"egress sliding counter": "`throttle.NewSlidingWindowCounter(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window. Its documented bound is about 2·limit−1 in a window-length interval.",
-	"egress token bucket": "`throttle.NewTokenBucket(Rate{N: 90, Per: time.Second}, 10, WithTolerance(DefaultTolerance))`: a token bucket admits at most burst + rate·t in any t, so \"100 in any 1 s\" needs burst + rate·1s ≤ 100; this choice keeps 90% of the sustained rate.",
+	"egress token bucket":    "`throttle.NewTokenBucket(Rate{N: 90, Per: time.Second}, 10, WithTolerance(DefaultTolerance))`: a token bucket admits at most burst + rate·t in any t, so \"100 in any 1 s\" needs burst + rate·1s ≤ 100; this choice keeps 90% of the sustained rate.",
 }
 
 func (r *report) write(dir string) error {
@@ -68,7 +68,7 @@ func (r *report) write(dir string) error {
 	p("- **429s**: refusals the upstream sent.\n")
 	p("- **sent in a pause**: requests sent after a 429 had left the upstream that arrived while the upstream was still refusing (in-flight requests do not count).\n")
 	p("- **utilization**: requests admitted over what the upstream would have admitted to a perfect client in the same wall time.\n")
-	p("- **Redis/request**: every command the private redis-server ran (INFO commandstats, minus the harness's own and connection handshakes), per request.\n")
+	p("- **Redis/request**: scripts the private redis-server ran (`cmdstat_eval` + `cmdstat_evalsha` from INFO commandstats) per request; each is one round trip. The clients also count every command they send (a go-redis hook): that total, with connection handshakes and NOSCRIPT retries, is given under the table.\n")
 	p("- **client CPU**: user + system CPU of the contender's processes (getrusage via os.ProcessState), including process start.\n\n")
 	for _, s := range r.sections {
 		r.writeSection(p, s)
@@ -108,9 +108,18 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 			continue
 		}
 		p("| %s | %s | %s | %d | %d | %s | %s | %s | %d / %d |\n", row.contender, fmtSec(row.wall), overMin(row.wall, sc.minimum()),
-			row.refused, row.duringPause, fmtPct(utilization(sc, row)), perRequest(row.redisCalls, sc.requests()), fmtCPU(row.cpu), row.ok, row.failed)
+			row.refused, row.duringPause, fmtPct(utilization(sc, row)), perRequest(sc.redis, row.scripts(), sc.requests()), fmtCPU(row.cpu), row.ok, row.failed)
 	}
 	p("\n")
+	if sc.redis {
+		p("Round trips counted by the clients, connection handshakes and NOSCRIPT fallbacks included:")
+		for _, row := range s.rows {
+			if row.skipped == "" && row.roundTrips > 0 {
+				p(" %s %d (%.2f per request);", row.contender, row.roundTrips, float64(row.roundTrips)/float64(sc.requests()))
+			}
+		}
+		p(" the others use no Redis.\n\n")
+	}
 	if sc.plot != plotNone {
 		p("![scenario %s](%s)\n\n", sc.id, plotFile(sc))
 	}
@@ -143,7 +152,7 @@ func notBest(sc scenario, rows []row) []string {
 		{"client CPU", func(r row) float64 { return r.cpu.Seconds() }, func(v float64) string { return fmt.Sprintf("%.0f ms", v*1000) }},
 	}
 	if sc.redis {
-		ms = append(ms, measure{"Redis calls per request", func(r row) float64 { return float64(r.redisCalls) / float64(sc.requests()) }, func(v float64) string { return fmt.Sprintf("%.2f", v) }})
+		ms = append(ms, measure{"Redis scripts per request", func(r row) float64 { return float64(r.scripts()) / float64(sc.requests()) }, func(v float64) string { return fmt.Sprintf("%.2f", v) }})
 	}
 	var out []string
 	for _, m := range ms {
@@ -237,8 +246,8 @@ func overMin(wall, minimum time.Duration) string {
 	return fmt.Sprintf("%+.1f%%", 100*(wall.Seconds()/minimum.Seconds()-1))
 }
 
-func perRequest(calls int64, n int) string {
-	if calls < 0 {
+func perRequest(redis bool, calls int64, n int) string {
+	if !redis {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", float64(calls)/float64(n))

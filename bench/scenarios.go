@@ -102,20 +102,22 @@ func scenarios(smoke bool) []scenario {
 
 // row is one contender's result in one scenario.
 type row struct {
-	contender    string
-	skipped      string // why it did not run, if it did not
-	wall         time.Duration
-	ok, failed   int
-	admitted     int
-	refused      int
-	duringPause  int
-	redisCalls   int64 // -1 when the scenario has no Redis
-	cpu          time.Duration
-	maxInWindow  int // requests that reached the upstream in its busiest window
-	start        time.Time
-	arrivals     []time.Time // admitted
-	allArrivals  []time.Time // admitted and refused, sorted
-	contenderErr string
+	contender      string
+	skipped        string // why it did not run, if it did not
+	wall           time.Duration
+	ok, failed     int
+	admitted       int
+	refused        int
+	duringPause    int
+	redisCalls     int64 // -1 when the scenario has no Redis
+	redisByCommand map[string]int64
+	roundTrips     int64 // counted by the clients
+	cpu            time.Duration
+	maxInWindow    int // requests that reached the upstream in its busiest window
+	start          time.Time
+	arrivals       []time.Time // admitted
+	allArrivals    []time.Time // admitted and refused, sorted
+	contenderErr   string
 }
 
 func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
@@ -128,8 +130,8 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
 		if r.skipped != "" {
 			h.note("scenario %s: %s skipped: %s", sc.id, name, r.skipped)
 		} else {
-			fmt.Printf("   %-22s wall %7.3fs (min %.3fs)  ok %d  429s %d  during pause %d  redis %d  cpu %v\n",
-				name, r.wall.Seconds(), sc.minimum().Seconds(), r.ok, r.refused, r.duringPause, r.redisCalls, r.cpu.Round(time.Millisecond))
+			fmt.Printf("   %-22s wall %7.3fs (min %.3fs)  ok %d  429s %d  during pause %d  redis round trips %d, scripts %d  cpu %v\n",
+				name, r.wall.Seconds(), sc.minimum().Seconds(), r.ok, r.refused, r.duringPause, r.roundTrips, r.scripts(), r.cpu.Round(time.Millisecond))
 		}
 		rows = append(rows, r)
 	}
@@ -138,7 +140,7 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
 
 // runOnce runs one contender through sc in fresh worker processes.
 func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, error) {
-	r := row{contender: name, redisCalls: -1}
+	r := row{contender: name}
 	if _, ok := contenders()[name]; !ok {
 		r.skipped = "not built into this bench (its egress package has not landed)"
 		return r, nil
@@ -178,13 +180,14 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 		if err != nil {
 			return r, err
 		}
-		r.redisCalls = redisserver.Total(calls)
+		r.redisByCommand = calls
 	}
 	r.start = start
 	for _, res := range results {
 		r.ok += res.OK
 		r.failed += res.Failed
 		r.cpu += res.CPU
+		r.roundTrips += res.RoundTrips
 		if end := time.Unix(0, res.End); end.Sub(start) > r.wall {
 			r.wall = end.Sub(start)
 		}
@@ -201,6 +204,10 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 	}
 	return r, check(sc, r)
 }
+
+// scripts is how many scripts Redis ran, EVAL and EVALSHA, from INFO
+// commandstats.
+func (r row) scripts() int64 { return r.redisByCommand["eval"] + r.redisByCommand["evalsha"] }
 
 // check fails the run when the harness itself is broken: a request went
 // missing, or the upstream's count disagrees with the clients'.

@@ -36,10 +36,13 @@ type spec struct {
 
 // outcome is what a worker reports back on its stdout.
 type outcome struct {
-	End    int64  `json:"end"` // Unix nanoseconds when its last request finished
-	OK     int    `json:"ok"`
-	Failed int    `json:"failed"`
-	Err    string `json:"err,omitempty"`
+	End int64 `json:"end"` // Unix nanoseconds when its last request finished
+	// RoundTrips counts the commands the contender sent to Redis, when it
+	// uses Redis.
+	RoundTrips int64  `json:"round_trips"`
+	OK         int    `json:"ok"`
+	Failed     int    `json:"failed"`
+	Err        string `json:"err,omitempty"`
 }
 
 // result is a worker's outcome plus what the harness measured of it.
@@ -103,6 +106,9 @@ func work(s spec) outcome {
 	}
 	wg.Wait()
 	o := outcome{End: time.Now().UnixNano(), OK: int(okN.Load()), Failed: int(failed.Load())}
+	if rc, ok := c.(interface{ redisRoundTrips() int64 }); ok {
+		o.RoundTrips = rc.redisRoundTrips()
+	}
 	if e, ok := firstErr.Load().(string); ok {
 		o.Err = e
 	}

@@ -105,15 +105,6 @@ func Calls(ctx context.Context, rdb *redis.Client) (map[string]int64, error) {
 	return calls, sc.Err()
 }
 
-// Total adds up calls.
-func Total(calls map[string]int64) int64 {
-	var n int64
-	for _, c := range calls {
-		n += c
-	}
-	return n
-}
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
