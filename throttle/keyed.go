@@ -54,6 +54,7 @@ type entry[S any, A algorithm[S]] struct {
 	until  int64  // the key is paused until then
 	moved  int64  // total shift applied by pauses
 	paused int64  // when the latest pause that shifted anything began
+	before int64  // moved, as it was before that pause
 	dead   bool   // dropped from the map; callers must look the key up again
 	s      S
 }
@@ -251,10 +252,10 @@ func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) er
 	}
 	by := end - max(e.until, now)
 	e.until = end
-	e.moved += by
 	if by > 0 {
-		e.paused = now
+		e.before, e.paused = e.moved, now
 	}
+	e.moved += by
 	k.alg.shift(&e.s, now, by)
 	return nil
 }
@@ -263,7 +264,20 @@ func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) er
 func (e *entry[S, A]) wait(m *mark) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return time.Duration(m.slot + e.moved - m.shiftAt - e.tick())
+	return time.Duration(e.slotOf(m) - e.tick())
+}
+
+// slotOf returns m's slot as pauses have moved it. A mark that was
+// already due when the latest pause began keeps the slot it had then:
+// its caller may simply not have woken yet, and the algorithms counted
+// its units where they were. e.mu is held.
+func (e *entry[S, A]) slotOf(m *mark) int64 {
+	if m.shiftAt <= e.before {
+		if slot := m.slot + e.before - m.shiftAt; slot < e.paused {
+			return slot
+		}
+	}
+	return m.slot + e.moved - m.shiftAt
 }
 
 // give implements handle.
@@ -274,11 +288,11 @@ func (e *entry[S, A]) give(m *mark) {
 		return
 	}
 	b := *m
-	delta := e.moved - m.shiftAt
-	b.slot += delta
+	b.slot = e.slotOf(m)
+	delta := b.slot - m.slot
 	now := e.tick()
-	if b.slot < now || (delta > 0 && m.slot <= e.paused) {
-		return // the units have been used, before now or before a pause moved the mark
+	if b.slot < now {
+		return // the units have been used
 	}
 	latest := m.seq == e.seq
 	e.lim.alg.give(&e.s, now, &b, delta, latest)

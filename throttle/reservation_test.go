@@ -397,3 +397,26 @@ func TestCancelOfUnitsDueBeforeAPause(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "one unit per 10s: nothing came back")
 }
+
+func TestPauseLeavesDueSlotsInPlace(t *testing.T) {
+	clock := newManualClock()
+	tb := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clock.Now))
+	ctx := context.Background()
+	due, err := tb.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	ahead, err := tb.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, ahead.Delay)
+
+	clock.Advance(time.Millisecond)
+	require.NoError(t, tb.Pause(ctx, "k", time.Second))
+
+	// The first slot was due before the pause: its caller may be about to
+	// send, and it must not be held back a second time. The second moves.
+	waitCtx, cancel := context.WithTimeout(ctx, 0)
+	defer cancel()
+	assert.NoError(t, due.Wait(waitCtx))
+	var limitErr *throttle.LimitError
+	require.ErrorAs(t, ahead.Wait(waitCtx), &limitErr)
+	assert.Equal(t, time.Second+99*time.Millisecond, limitErr.RetryAfter)
+}
