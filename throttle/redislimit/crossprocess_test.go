@@ -200,11 +200,12 @@ func TestCrossProcessAccuracy(t *testing.T) {
 		}
 		require.LessOrEqual(t, i-j+1, 210, "window ending at slot %d", i)
 	}
-	// One round trip per decision: nobody polls.
+	// One round trip per decision: nobody polls. The slack covers the
+	// cancels of callers stopped at the end and the odd resend under load.
 	stats, err := rdb.Info(ctx, "commandstats").Result()
 	require.NoError(t, err)
 	scripts := cmdCalls(stats, "evalsha") + cmdCalls(stats, "eval")
-	assert.LessOrEqual(t, scripts, calls+8, "script runs per Reserve")
+	assert.LessOrEqual(t, scripts, calls+calls/100+8, "script runs per Reserve")
 	t.Logf("%d slots in the interval (bound %d), %d Reserve calls, %d script runs", in, bound, calls, scripts)
 }
 
