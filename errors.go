@@ -22,3 +22,6 @@ func (e *refusal) Error() string {
 }
 
 func (e *refusal) Unwrap() error { return e.err }
+
+// errNotReplayable stops a retry whose body cannot be read again.
+var errNotReplayable = errors.New("egress: request body cannot be replayed: GetBody is nil")

@@ -334,6 +334,9 @@ func rewind(req *http.Request) (body io.ReadCloser, fresh bool, err error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return req.Body, false, nil
 	}
+	if req.GetBody == nil {
+		return nil, false, errNotReplayable
+	}
 	body, err = req.GetBody()
 	return body, err == nil, err
 }
