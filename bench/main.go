@@ -36,7 +36,11 @@ type harness struct {
 	redis *redisserver.Server // nil when redis-server is missing
 	rdb   *redis.Client
 	notes []string // printed and written to RESULTS.md
+	only  map[string]bool
 }
+
+// runs reports whether part is to run.
+func (h *harness) runs(part string) bool { return len(h.only) == 0 || h.only[part] }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -44,10 +48,16 @@ func run(args []string) int {
 	short := fs.Bool("short", false, "same as -smoke")
 	out := fs.String("out", "", "directory for RESULTS.md and the plots (default: this directory, or a temp dir with -smoke)")
 	micro := fs.Bool("micro", true, "also run the micro-benchmarks (go test -bench) and add their table (full run only)")
+	only := fs.String("run", "", "comma-separated parts to run, of 1,2,3,4,pacing,accuracy (default all); for development")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	h := &harness{smoke: *smoke || *short, out: *out}
+	h := &harness{smoke: *smoke || *short, out: *out, only: map[string]bool{}}
+	for _, p := range strings.Split(*only, ",") {
+		if p != "" {
+			h.only[p] = true
+		}
+	}
 	if h.out == "" {
 		h.out = "."
 		if h.smoke {
@@ -83,8 +93,11 @@ func (h *harness) run(micro bool, command string) error {
 		h.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr})
 		defer h.rdb.Close()
 	}
-	rep := &report{smoke: h.smoke, command: command, started: time.Now()}
+	rep := &report{smoke: h.smoke, command: command, started: time.Now(), load: loadAverage()}
 	for _, sc := range scenarios(h.smoke) {
+		if !h.runs(sc.id) {
+			continue
+		}
 		fmt.Printf("== scenario %s: %s\n", sc.id, sc.title)
 		rows, err := h.runScenario(ctx, sc)
 		if err != nil {
@@ -95,20 +108,24 @@ func (h *harness) run(micro bool, command string) error {
 			return fmt.Errorf("scenario %s plot: %w", sc.id, err)
 		}
 	}
-	fmt.Println("== pacing: sustained goodput against a burst-10 server")
-	pacing, err := h.runPacing(ctx)
-	if err != nil {
-		return fmt.Errorf("pacing: %w", err)
+	if h.runs("pacing") {
+		fmt.Println("== pacing: sustained goodput against a burst-10 server")
+		pacing, err := h.runPacing(ctx)
+		if err != nil {
+			return fmt.Errorf("pacing: %w", err)
+		}
+		rep.pacing = pacing
 	}
-	rep.pacing = pacing
-	fmt.Println("== waiting accuracy: 64 callers queued on one key")
-	acc, err := measureAccuracy(ctx, h.smoke)
-	if err != nil {
-		return fmt.Errorf("accuracy: %w", err)
-	}
-	rep.accuracy = acc
-	if err := plotLateness(h.out, acc); err != nil {
-		return fmt.Errorf("accuracy plot: %w", err)
+	if h.runs("accuracy") {
+		fmt.Println("== waiting accuracy: 64 callers queued on one key")
+		acc, err := measureAccuracy(ctx, h.smoke)
+		if err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+		rep.accuracy = acc
+		if err := plotLateness(h.out, acc); err != nil {
+			return fmt.Errorf("accuracy plot: %w", err)
+		}
 	}
 	if micro {
 		fmt.Println("== micro-benchmarks: go test -bench (a few minutes)")

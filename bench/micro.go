@@ -27,7 +27,10 @@ type microResults struct {
 	libs   map[string][]string
 }
 
-type microStat struct{ ns, bytes, allocs, perKey float64 }
+type microStat struct{ ns, bytes, allocs, perKey, roundTrips float64 }
+
+// get returns the medians of lib in group; zero when it did not run.
+func (m *microResults) get(group, lib string) microStat { return m.groups[group][lib] }
 
 // runMicro runs the micro-benchmarks in ./micro and parses their output.
 func runMicro(dir string) (*microResults, error) {
@@ -75,6 +78,8 @@ func parseMicro(out string) *microResults {
 				st.allocs = v
 			case "B/key":
 				st.perKey = v
+			case "roundtrips/op":
+				st.roundTrips = v
 			}
 		}
 		if samples[group] == nil {
@@ -90,10 +95,11 @@ func parseMicro(out string) *microResults {
 		m.groups[g] = map[string]microStat{}
 		for lib, ss := range libs {
 			m.groups[g][lib] = microStat{
-				ns:     median(ss, func(s microStat) float64 { return s.ns }),
-				bytes:  median(ss, func(s microStat) float64 { return s.bytes }),
-				allocs: median(ss, func(s microStat) float64 { return s.allocs }),
-				perKey: median(ss, func(s microStat) float64 { return s.perKey }),
+				ns:         median(ss, func(s microStat) float64 { return s.ns }),
+				bytes:      median(ss, func(s microStat) float64 { return s.bytes }),
+				allocs:     median(ss, func(s microStat) float64 { return s.allocs }),
+				perKey:     median(ss, func(s microStat) float64 { return s.perKey }),
+				roundTrips: median(ss, func(s microStat) float64 { return s.roundTrips }),
 			}
 		}
 	}

@@ -2,13 +2,17 @@ package main
 
 import (
 	"image/color"
+	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // histColors are the lateness histograms' colors: egress, then time.Sleep.
@@ -22,60 +26,79 @@ const latenessPlot = "lateness.png"
 
 func plotFile(sc scenario) string { return "scenario" + sc.id + ".png" }
 
-// plot draws a scenario's timeline: requests admitted per 100 ms against
-// the limit line, or, for a windowed limit, requests that reached the
-// upstream in the trailing window against the limit.
+// plot draws a scenario's timeline, one panel per contender on a shared
+// time axis: requests admitted per 100 ms against the limit line, or, for
+// a windowed limit, requests that reached the upstream in the trailing
+// window against the limit. The axis ends at twice the theoretical
+// minimum; a contender still running then is cut off, as its row says.
 func (h *harness) plot(sc scenario, rows []row) error {
 	if sc.plot == plotNone {
 		return nil
 	}
-	p := plot.New()
-	p.Title.Text = "Scenario " + sc.id
-	p.X.Label.Text = "seconds since start"
-	limit := sc.limit.Rate * bin.Seconds()
-	if sc.plot == plotTrailingWindow {
-		p.Y.Label.Text = "requests reaching the upstream in the trailing " + sc.limit.Window.String()
-		limit = float64(sc.limit.Limit)
-	} else {
-		p.Y.Label.Text = "requests admitted per 100 ms"
-	}
-	p.Legend.Top = true
-	end := 0.0
-	i := 0
+	var ran []row
 	for _, r := range rows {
-		if r.skipped != "" {
-			continue
+		if r.skipped == "" {
+			ran = append(ran, r)
 		}
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	end := 2 * sc.minimum().Seconds()
+	limit, ylabel := sc.limit.Rate*bin.Seconds(), "admitted per 100 ms"
+	if sc.plot == plotTrailingWindow {
+		limit, ylabel = float64(sc.limit.Limit), "sent in trailing "+sc.limit.Window.String()
+	}
+	plots := make([][]*plot.Plot, len(ran))
+	for i, r := range ran {
+		p := plot.New()
+		if i == 0 {
+			p.Title.Text = "Scenario " + sc.id + ": " + ylabel + " (dashed: the limit)"
+		}
+		if i == len(ran)-1 {
+			p.X.Label.Text = "seconds since start"
+		}
+		p.Y.Label.Text = r.contender
+		p.X.Min, p.X.Max = 0, end
+		p.Y.Min = 0
 		var pts plotter.XYs
 		if sc.plot == plotTrailingWindow {
 			pts = trailing(r.allArrivals, r.start, sc.limit.Window)
 		} else {
 			pts = perBin(r.arrivals, r.start)
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		end = max(end, pts[len(pts)-1].X)
+		pts = slices.DeleteFunc(pts, func(xy plotter.XY) bool { return xy.X > end })
 		l, err := plotter.NewLine(pts)
 		if err != nil {
 			return err
 		}
 		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(0)
-		p.Add(l)
-		p.Legend.Add(r.contender, l)
-		i++
+		lim, err := plotter.NewLine(plotter.XYs{{X: 0, Y: limit}, {X: end, Y: limit}})
+		if err != nil {
+			return err
+		}
+		lim.Color = color.Black
+		lim.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+		p.Add(l, lim)
+		p.Y.Max = max(p.Y.Max, 1.3*limit)
+		plots[i] = []*plot.Plot{p}
 	}
-	lim, err := plotter.NewLine(plotter.XYs{{X: 0, Y: limit}, {X: end, Y: limit}})
+	img := vgimg.New(10*vg.Inch, vg.Length(1.6*float64(len(ran))+0.6)*vg.Inch)
+	dc := draw.New(img)
+	canvases := plot.Align(plots, draw.Tiles{Rows: len(ran), Cols: 1, PadX: vg.Millimeter, PadY: 2 * vg.Millimeter,
+		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(filepath.Join(h.out, plotFile(sc)))
 	if err != nil {
 		return err
 	}
-	lim.Color = color.Black
-	lim.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
-	lim.Width = vg.Points(1.5)
-	p.Add(lim)
-	p.Legend.Add("limit", lim)
-	return p.Save(10*vg.Inch, 5*vg.Inch, filepath.Join(h.out, plotFile(sc)))
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // perBin counts arrivals per 100 ms since start.

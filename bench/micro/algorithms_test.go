@@ -36,5 +36,34 @@ func algorithms() []algorithm {
 				return throttle.NewLeakyBucket(throttle.PerHour(1), 1, opts...)
 			},
 		},
+		{
+			// The log keeps up to limit entries per key: a short window
+			// with room for every call made in it.
+			name: "slidingwindow",
+			generous: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewSlidingWindow(1e6, 10*time.Millisecond, opts...)
+			},
+			stingy: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewSlidingWindow(1, time.Hour, opts...)
+			},
+		},
+		{
+			name: "slidingwindowcounter",
+			generous: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewSlidingWindowCounter(1e9, time.Second, opts...)
+			},
+			stingy: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewSlidingWindowCounter(1, time.Hour, opts...)
+			},
+		},
+		{
+			name: "fixedwindow",
+			generous: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewFixedWindow(1e9, time.Second, opts...)
+			},
+			stingy: func(opts ...throttle.Option) (throttle.Limiter, error) {
+				return throttle.NewFixedWindow(1, time.Hour, opts...)
+			},
+		},
 	}
 }
