@@ -33,16 +33,17 @@ func Throttled(resp *http.Response) bool {
 	case http.StatusTooManyRequests, StatusOverloaded:
 		return true
 	case http.StatusServiceUnavailable:
-		return hasRetryAfter(resp.Header)
+		return scan(resp.Header).hasRetryAfter()
 	case http.StatusForbidden:
-		return hasRetryAfter(resp.Header) || exhausted(resp.Header)
+		f := scan(resp.Header)
+		return f.hasRetryAfter() || f.exhausted()
 	}
 	return false
 }
 
-// hasRetryAfter reports whether h carries a valid Retry-After or
+// hasRetryAfter reports whether f carries a valid Retry-After or
 // retry-after-ms.
-func hasRetryAfter(h http.Header) bool {
-	_, ok := retryAfter(h, time.Time{})
+func (f fields) hasRetryAfter() bool {
+	_, ok := f.retryAfter(time.Time{})
 	return ok
 }

@@ -43,6 +43,17 @@
 // A 200 whose quota headers say remaining=0 pauses the key until the reset;
 // one with remaining=5 does nothing.
 //
+// # Cost
+//
+// The Transport calls Pause on every response, so it is cheap: one pass
+// over the header's keys, then lookups of the fields found, in canonical
+// form. [Parse], [Policy.Pause], [Policy.Next] and [Throttled] do not
+// allocate for a response without rate-limit fields, nor for Retry-After,
+// retry-after-ms or the quota headers of the providers above; only the IETF
+// RateLimit fields, a malformed Retry-After date, and keys that a header
+// built by hand spells other than canonically ("x-ratelimit-remaining")
+// cost allocations. [ParseQuota] allocates the slice it returns.
+//
 // # Safety
 //
 // A bad header never becomes a panic, a negative duration or an absurd one:

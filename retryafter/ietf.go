@@ -1,8 +1,6 @@
 package retryafter
 
 import (
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/dunglas/httpsfv"
@@ -12,7 +10,7 @@ import (
 // longer RateLimit or RateLimit-Policy field is ignored as malformed.
 const maxFieldLen = 4096
 
-// readIETF reads the RateLimit and RateLimit-Policy fields of
+// appendIETF appends the policies of the RateLimit and RateLimit-Policy fields of
 // draft-ietf-httpapi-ratelimit-headers (revision 10, September 2025). Both are
 // Structured Field Lists (RFC 9651):
 //
@@ -24,8 +22,10 @@ const maxFieldLen = 4096
 // name l. The draft-07 Dictionary form "limit=100, remaining=0, reset=5" is
 // read too. A field that does not parse is ignored entirely; an item whose r,
 // t, q or w is not a non-negative number is skipped.
-func readIETF(h http.Header) []reading {
-	var rs []reading
+func (f fields) appendIETF(rs []reading) []reading {
+	if !f.has(groupIETF) {
+		return rs
+	}
 	index := map[string]int{}
 	get := func(name string) *reading {
 		i, ok := index[name]
@@ -37,9 +37,9 @@ func readIETF(h http.Header) []reading {
 		return &rs[i]
 	}
 
-	list, ok := sfList(h, "RateLimit")
+	list, ok := f.sfList(keyRateLimit)
 	if !ok {
-		if r, ok := readIETFDictionary(h); ok {
+		if r, ok := f.readIETFDictionary(); ok {
 			rs = append(rs, r)
 		}
 	}
@@ -57,7 +57,7 @@ func readIETF(h http.Header) []reading {
 		}
 	}
 
-	policies, _ := sfList(h, "RateLimit-Policy")
+	policies, _ := f.sfList(keyRateLimitPolicy)
 	for _, it := range policies {
 		name, limit, window, ok := policyItem(it, "q", "w")
 		if !ok {
@@ -82,8 +82,8 @@ func readIETF(h http.Header) []reading {
 
 // readIETFDictionary reads draft-07's RateLimit Dictionary,
 // "limit=100, remaining=50, reset=5".
-func readIETFDictionary(h http.Header) (reading, bool) {
-	vs := values(h, "RateLimit")
+func (f fields) readIETFDictionary() (reading, bool) {
+	vs := f.values(keyRateLimit)
 	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
 		return reading{}, false
 	}
@@ -117,7 +117,7 @@ func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
 	return n, n >= 0
 }
 
-// readDraft03 reads draft-03's separate fields:
+// appendDraft03 appends draft-03's separate fields:
 //
 //	RateLimit-Limit: 10, 10;w=1, 50;w=60
 //	RateLimit-Remaining: 0
@@ -125,34 +125,20 @@ func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
 //
 // Reset is delay-seconds, but an epoch (1e9 or more) is read as one, as
 // some servers send it. The X- prefixed variant shares its names with
-// GitHub's headers and is read by readProviders.
-func readDraft03(h http.Header, ref time.Time) []reading {
+// GitHub's headers and is read by appendProviders.
+func (f fields) appendDraft03(rs []reading, ref time.Time) []reading {
+	if !f.has(groupDraft03) {
+		return rs
+	}
 	r := newReading("ratelimit", familyIETF)
-	for _, v := range members(h, "RateLimit-Limit") {
-		v, _, _ = strings.Cut(v, ";")
-		if n, ok := parseCount(strings.TrimRight(v, " \t")); ok {
-			r.setLimit(n)
-		}
-	}
-	for _, v := range members(h, "RateLimit-Remaining") {
-		if n, ok := parseCount(v); ok {
-			r.setRemaining(n)
-		}
-	}
-	for _, v := range members(h, "RateLimit-Reset") {
-		if d, ok := parseReset(v, ref); ok {
-			r.setReset(d)
-		}
-	}
-	if !r.known() {
-		return nil
-	}
-	return []reading{r}
+	r.readCounts(f, keyRateLimitLimit, keyRateLimitRemaining)
+	r.readResets(f, keyRateLimitReset, ref)
+	return appendKnown(rs, r)
 }
 
 // sfList parses the field key as a Structured Field List.
-func sfList(h http.Header, key string) (httpsfv.List, bool) {
-	vs := values(h, key)
+func (f fields) sfList(key string) (httpsfv.List, bool) {
+	vs := f.values(key)
 	if len(vs) == 0 || fieldLen(vs) > maxFieldLen {
 		return nil, false
 	}

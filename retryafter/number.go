@@ -2,9 +2,6 @@ package retryafter
 
 import (
 	"math"
-	"net/http"
-	"net/textproto"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,42 +141,3 @@ func clamp(d time.Duration) time.Duration {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// values returns the field lines of key. A header built by hand may hold a
-// key that is not in canonical form ("x-ratelimit-remaining"), which
-// http.Header.Values misses; those lines follow the canonical ones, in
-// sorted key order, so the result does not depend on map order.
-func values(h http.Header, key string) []string {
-	key = textproto.CanonicalMIMEHeaderKey(key)
-	vs := h[key]
-	var others []string
-	for k := range h {
-		if k != key && strings.EqualFold(k, key) {
-			others = append(others, k)
-		}
-	}
-	if len(others) == 0 {
-		return vs
-	}
-	slices.Sort(others)
-	vs = slices.Clone(vs)
-	for _, k := range others {
-		vs = append(vs, h[k]...)
-	}
-	return vs
-}
-
-// members returns every member of the field key: each field line, split at
-// commas, with optional whitespace trimmed and empty members dropped. Use it
-// only for fields whose values cannot contain a comma.
-func members(h http.Header, key string) []string {
-	var out []string
-	for _, line := range values(h, key) {
-		for m := range strings.SplitSeq(line, ",") {
-			if m = strings.Trim(m, " \t"); m != "" {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}

@@ -40,24 +40,32 @@ var ErrInvalid = errors.New("retryafter: invalid Retry-After value")
 // To convert a date using the response's own Date header, which cancels
 // clock skew, use [Parse].
 func ParseValue(v string, now time.Time) (time.Duration, error) {
-	if len(v) > MaxValueLen {
+	d, ok := parseValue(v, now)
+	switch {
+	case ok:
+		return d, nil
+	case len(v) > MaxValueLen:
 		return 0, fmt.Errorf("%w: %q... is longer than %d bytes", ErrInvalid, v[:MaxValueLen], MaxValueLen)
-	}
-	if v == "" {
+	case v == "":
 		return 0, fmt.Errorf("%w: %q is empty", ErrInvalid, v)
+	}
+	return 0, fmt.Errorf("%w %q", ErrInvalid, v)
+}
+
+// parseValue is ParseValue without the error, which would allocate.
+func parseValue(v string, now time.Time) (time.Duration, bool) {
+	if v == "" || len(v) > MaxValueLen {
+		return 0, false
 	}
 	if isDigit(v[0]) {
 		d, ok := parseDecimal(v)
-		if !ok {
-			return 0, fmt.Errorf("%w %q", ErrInvalid, v)
-		}
-		return d.scaled(time.Second), nil
+		return d.scaled(time.Second), ok
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
-		return 0, fmt.Errorf("%w %q", ErrInvalid, v)
+		return 0, false
 	}
-	return until(t, now), nil
+	return until(t, now), true
 }
 
 // Parse returns how long the server asked the client to wait before its next
@@ -94,10 +102,19 @@ func ParseValue(v string, now time.Time) (time.Duration, error) {
 //
 // The result is never negative and never above [MaxDelayValue].
 func Parse(h http.Header, now time.Time) (time.Duration, bool) {
-	if d, ok := retryAfter(h, now); ok {
+	return scan(h).parse(now)
+}
+
+// parse is Parse on a scanned header.
+func (f fields) parse(now time.Time) (time.Duration, bool) {
+	if d, ok := f.retryAfter(now); ok {
 		return d, true
 	}
-	rs := readQuotas(h, now)
+	if !f.has(groupQuota) {
+		return 0, false
+	}
+	var buf [quotasOnStack]reading
+	rs := f.appendQuotas(buf[:0], now)
 	if d, ok := resetWait(rs, familyIETF, true); ok {
 		return d, true
 	}
@@ -110,16 +127,23 @@ func Parse(h http.Header, now time.Time) (time.Duration, bool) {
 // precision, so when the two agree to within Retry-After's own precision of
 // one second, retry-after-ms wins. When they disagree by more, as when Azure
 // sends retry-after-ms: 0, the longer one wins.
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	ref := reference(h, now)
+func (f fields) retryAfter(now time.Time) (time.Duration, bool) {
+	if !f.has(groupRetryAfter) {
+		return 0, false
+	}
+	ref := now
+	refRead := false
 	sec, secOK := time.Duration(0), false
-	for _, v := range values(h, "Retry-After") {
-		if d, err := ParseValue(v, ref); err == nil {
+	for _, v := range f.values(keyRetryAfter) {
+		if !refRead && v != "" && !isDigit(v[0]) { // an HTTP-date
+			ref, refRead = f.reference(now), true
+		}
+		if d, ok := parseValue(v, ref); ok {
 			sec, secOK = max(sec, d), true
 		}
 	}
 	ms, msOK := time.Duration(0), false
-	for _, v := range members(h, "Retry-After-Ms") {
+	for v := range f.members(keyRetryAfterMs) {
 		if d, ok := parseDecimal(v); ok {
 			ms, msOK = max(ms, d.scaled(time.Millisecond)), true
 		}
@@ -138,12 +162,12 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// reference returns the instant that absolute times in h are measured from:
+// reference returns the instant that absolute times in f are measured from:
 // the response's Date when valid (the earliest, if there are several), or
 // now.
-func reference(h http.Header, now time.Time) time.Time {
+func (f fields) reference(now time.Time) time.Time {
 	var ref time.Time
-	for _, v := range values(h, "Date") {
+	for _, v := range f.values(keyDate) {
 		if len(v) > MaxValueLen {
 			continue
 		}

@@ -115,6 +115,13 @@ func parseTests() []parseTest {
 		// Headers built by hand, with keys not in canonical form.
 		{name: "lower-case keys", giveH: http.Header{"x-ratelimit-remaining": {"0"}, "x-ratelimit-reset": {"7"}}, wantDelay: 7 * time.Second, wantOK: true},
 		{name: "mixed-case duplicates", giveH: http.Header{"Retry-After": {"5"}, "retry-after": {"9"}, "RETRY-AFTER": {"x"}}, wantDelay: 9 * time.Second, wantOK: true},
+		{name: "RateLimit as the draft spells it", giveH: http.Header{"RateLimit": {`"default";r=0;t=12`}}, wantDelay: 12 * time.Second, wantOK: true},
+		{name: "upper-case Anthropic", giveH: http.Header{"Date": {serverDate}, "ANTHROPIC-RATELIMIT-INPUT-TOKENS-REMAINING": {"0"}, "ANTHROPIC-RATELIMIT-INPUT-TOKENS-RESET": {"2013-07-01T17:27:16Z"}}, giveNow: serverNow.Add(time.Hour), wantDelay: 10 * time.Second, wantOK: true},
+		{name: "lower-case Date", giveH: http.Header{"date": {serverDate}, "retry-after": {"Mon, 01 Jul 2013 17:28:06 GMT"}}, giveNow: serverNow.Add(5 * time.Minute), wantDelay: time.Minute, wantOK: true},
+		{name: "lower-case Age", giveH: http.Header{"age": {"5"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"7"}}},
+		{name: "lower-case unrelated key", giveH: http.Header{"x-request-id": {"abc"}, "Retry-After": {"3"}}, wantDelay: 3 * time.Second, wantOK: true},
+		// strings.EqualFold folds the long s to "s".
+		{name: "non-ASCII key", giveH: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Re\u017fet": {"7"}}, wantDelay: 7 * time.Second, wantOK: true},
 
 		// Precedence.
 		{

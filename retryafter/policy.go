@@ -173,9 +173,16 @@ func (p Policy) Pause(resp *http.Response, now time.Time) (time.Duration, bool) 
 	if resp == nil {
 		return 0, false
 	}
-	d, ok := exhaustedWait(resp.Header, now)
+	f := scan(resp.Header)
+	if !f.has(groupRetryAfter | groupQuota) {
+		return 0, false
+	}
+	var d time.Duration
+	var ok bool
 	if Throttled(resp) {
-		d, ok = Parse(resp.Header, now)
+		d, ok = f.parse(now)
+	} else {
+		d, ok = f.exhaustedWait(now)
 	}
 	if !ok || d <= 0 {
 		return 0, false
@@ -232,15 +239,19 @@ func (p Policy) backoff(attempt int, maxDelay time.Duration) time.Duration {
 	}
 	// A fresh ExponentialBackOff per call: it is not safe for concurrent
 	// use. Its randomization is off, and the fixed clock keeps it from
-	// reading the wall clock; the jitter comes from p.Jitter instead.
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(min(DefaultBackoffBase, maxDelay)),
-		backoff.WithMultiplier(2),
-		backoff.WithMaxInterval(maxDelay),
-		backoff.WithRandomizationFactor(0),
-		backoff.WithMaxElapsedTime(0),
-		backoff.WithClockProvider(fixedClock{}),
-	)
+	// reading the wall clock; the jitter comes from p.Jitter instead. It is
+	// a value, not NewExponentialBackOff's pointer, so that it stays on the
+	// stack; Reset does the rest of what the constructor does.
+	b := backoff.ExponentialBackOff{
+		InitialInterval:     min(DefaultBackoffBase, maxDelay),
+		RandomizationFactor: 0,
+		Multiplier:          2,
+		MaxInterval:         maxDelay,
+		MaxElapsedTime:      0,
+		Stop:                backoff.Stop,
+		Clock:               fixedClock{},
+	}
+	b.Reset()
 	base := b.NextBackOff()
 	for i := 1; i < attempt && base < maxDelay; i++ {
 		base = b.NextBackOff()

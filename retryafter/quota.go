@@ -47,7 +47,12 @@ type Quota struct {
 // reports quotas that are not exhausted too; to learn whether the server
 // asked to wait, use [Parse].
 func ParseQuota(h http.Header, now time.Time) []Quota {
-	rs := readQuotas(h, now)
+	f := scan(h)
+	if !f.has(groupQuota) {
+		return nil
+	}
+	var buf [quotasOnStack]reading
+	rs := f.appendQuotas(buf[:0], now)
 	if len(rs) == 0 {
 		return nil
 	}
@@ -106,15 +111,29 @@ func (r *reading) known() bool {
 	return r.Limit != Unknown || r.Remaining != Unknown || r.hasReset
 }
 
-// readQuotas reads every quota in h, or none on a cached response.
-func readQuotas(h http.Header, now time.Time) []reading {
-	if h == nil || cached(h) {
-		return nil
+// appendKnown appends r to rs if anything was read.
+func appendKnown(rs []reading, r reading) []reading {
+	if r.known() {
+		return append(rs, r)
 	}
-	ref := reference(h, now)
-	rs := readIETF(h)
-	rs = append(rs, readDraft03(h, ref)...)
-	return append(rs, readProviders(h, ref)...)
+	return rs
+}
+
+// quotasOnStack is how many readings fit in the buffer that Parse and
+// ParseQuota keep on the stack: one per provider quota, and a few IETF
+// policies. More spill to the heap.
+const quotasOnStack = 16
+
+// appendQuotas appends every quota in f to dst, or none on a cached
+// response.
+func (f fields) appendQuotas(dst []reading, now time.Time) []reading {
+	if !f.has(groupQuota) || f.cached() {
+		return dst
+	}
+	ref := f.reference(now)
+	dst = f.appendIETF(dst)
+	dst = f.appendDraft03(dst, ref)
+	return f.appendProviders(dst, ref)
 }
 
 // resetWait returns the longest reset among the exhausted quotas of family
@@ -133,17 +152,25 @@ func resetWait(rs []reading, f family, lenient bool) (time.Duration, bool) {
 
 // exhaustedWait is Parse's families 2 and 3, counting only quotas whose
 // remaining is stated to be 0.
-func exhaustedWait(h http.Header, now time.Time) (time.Duration, bool) {
-	rs := readQuotas(h, now)
+func (f fields) exhaustedWait(now time.Time) (time.Duration, bool) {
+	if !f.has(groupQuota) {
+		return 0, false
+	}
+	var buf [quotasOnStack]reading
+	rs := f.appendQuotas(buf[:0], now)
 	if d, ok := resetWait(rs, familyIETF, false); ok {
 		return d, true
 	}
 	return resetWait(rs, familyProvider, false)
 }
 
-// exhausted reports whether any quota in h has nothing remaining.
-func exhausted(h http.Header) bool {
-	for _, r := range readQuotas(h, time.Time{}) {
+// exhausted reports whether any quota in f has nothing remaining.
+func (f fields) exhausted() bool {
+	if !f.has(groupQuota) {
+		return false
+	}
+	var buf [quotasOnStack]reading
+	for _, r := range f.appendQuotas(buf[:0], time.Time{}) {
 		if r.Remaining == 0 {
 			return true
 		}
@@ -153,8 +180,11 @@ func exhausted(h http.Header) bool {
 
 // cached reports whether the response came from a cache: an Age above 0.
 // A malformed Age is ignored.
-func cached(h http.Header) bool {
-	for _, v := range members(h, "Age") {
+func (f fields) cached() bool {
+	if !f.has(groupAge) {
+		return false
+	}
+	for v := range f.members(keyAge) {
 		if n, ok := parseCount(v); ok && n > 0 {
 			return true
 		}

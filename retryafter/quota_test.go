@@ -124,6 +124,16 @@ func parseQuotaTests() []parseQuotaTest {
 			},
 		},
 		{
+			name:  "keys spelled twice: canonical first, then in sorted order",
+			giveH: http.Header{"x-ratelimit-resource": {"search"}, "x-RateLimit-Resource": {"graphql"}, "x-ratelimit-remaining": {"1"}},
+			want:  []retryafter.Quota{{Name: "graphql", Limit: unknown, Remaining: 1}},
+		},
+		{
+			name:  "keys spelled twice, one canonical",
+			giveH: http.Header{"x-ratelimit-resource": {"search"}, "X-Ratelimit-Resource": {"core"}, "X-Ratelimit-Remaining": {"1"}},
+			want:  []retryafter.Quota{{Name: "core", Limit: unknown, Remaining: 1}},
+		},
+		{
 			name:  "cached response",
 			giveH: header("Age", "3", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s"),
 		},
