@@ -2,7 +2,8 @@ package throttle
 
 import (
 	"fmt"
-	"time"
+
+	"github.com/egress-go/egress/internal/tolerance"
 )
 
 // TokenBucket allows bursts of up to burst units per key, refilled at a
@@ -32,26 +33,12 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
 	}
-	interval, keep := tolerate(r.interval(), burst, c.tolerance)
+	interval, keep := tolerance.Bucket(r.interval(), burst, c.tolerance)
 	if _, err := span("burst", burst, interval); err != nil {
 		return nil, err
 	}
 	alg := gcra{interval: int64(interval), burst: int64(burst - keep)}
 	return &TokenBucket{keyed: newKeyed(alg, burst-keep, c), rate: r, burst: burst}, nil
-}
-
-// tolerate applies WithTolerance to a bucket: it keeps ceil(d/interval)
-// units of the burst in reserve, or, when the burst cannot spare them,
-// lengthens the interval by d instead.
-func tolerate(interval time.Duration, burst int, d time.Duration) (time.Duration, int) {
-	if d <= 0 {
-		return interval, 0
-	}
-	keep := int((d + interval - 1) / interval)
-	if keep < burst {
-		return interval, keep
-	}
-	return interval + d, 0
 }
 
 // Rate returns the rate the bucket refills at.

@@ -2,7 +2,8 @@ package redislimit
 
 import (
 	"fmt"
-	"time"
+
+	"github.com/egress-go/egress/internal/tolerance"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,27 +38,13 @@ func NewTokenBucket(rdb redis.Scripter, r throttle.Rate, burst int, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
-	interval, keep := tolerate(interval, burst, cfg.tolerance)
+	interval, keep := tolerance.Bucket(interval, burst, cfg.tolerance)
 	us, err := checkSpan("burst", burst, interval)
 	if err != nil {
 		return nil, err
 	}
 	s := spec{algo: "tb", x: us, y: int64(burst - keep), suffix: "tb:" + r.String(), most: burst - keep}
 	return &TokenBucket{limiter: newLimiter(newCore(rdb, cfg), s), rate: r, burst: burst}, nil
-}
-
-// tolerate applies WithTolerance to a token bucket, as throttle does: it
-// keeps ceil(d/interval) units of the burst in reserve, or, when the
-// burst cannot spare them, lengthens the interval by d instead.
-func tolerate(interval time.Duration, burst int, d time.Duration) (time.Duration, int) {
-	if d <= 0 {
-		return interval, 0
-	}
-	keep := int((d + interval - 1) / interval)
-	if keep < burst {
-		return interval, keep
-	}
-	return interval + d, 0
 }
 
 // Rate returns the rate the bucket refills at.

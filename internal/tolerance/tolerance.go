@@ -1,0 +1,21 @@
+// Package tolerance computes the headroom against jitter that
+// throttle.WithTolerance keeps, so that in-process and Redis limiters
+// keep exactly the same.
+package tolerance
+
+import "time"
+
+// Bucket applies a tolerance of d to a token bucket with the given
+// interval and burst. It keeps ceil(d/interval) units of the burst in
+// reserve, so that the sustained rate is untouched; when the burst cannot
+// spare them, it keeps none and lengthens the interval by d instead.
+func Bucket(interval time.Duration, burst int, d time.Duration) (time.Duration, int) {
+	if d <= 0 {
+		return interval, 0
+	}
+	keep := int((d + interval - 1) / interval)
+	if keep < burst {
+		return interval, keep
+	}
+	return interval + d, 0
+}
