@@ -58,6 +58,27 @@ func (c httpClient) get(ctx context.Context, url string) (*http.Response, error)
 
 func (c httpClient) close() { c.hc.CloseIdleConnections() }
 
+// retryLoop is the loop peers without retries of their own are wrapped
+// in: wait for permit, send, and on a 429 sleep backoff and go again.
+func (c httpClient) retryLoop(ctx context.Context, url string, permit func(context.Context) error, backoff func(*http.Response) time.Duration) (int, error) {
+	for {
+		if err := permit(ctx); err != nil {
+			return 0, err
+		}
+		resp, err := c.get(ctx, url)
+		if err != nil {
+			return 0, err
+		}
+		drain(resp)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return resp.StatusCode, nil
+		}
+		if err := sleep(ctx, backoff(resp)); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // retryAfter reads a 429's Retry-After in seconds, as hand-written loops
 // do; one second when it is missing.
 func retryAfter(resp *http.Response) time.Duration {
@@ -98,22 +119,7 @@ type xrateClient struct {
 }
 
 func (c *xrateClient) do(ctx context.Context, url string) (int, error) {
-	for {
-		if err := c.lim.Wait(ctx); err != nil {
-			return 0, err
-		}
-		resp, err := c.get(ctx, url)
-		if err != nil {
-			return 0, err
-		}
-		drain(resp)
-		if resp.StatusCode != http.StatusTooManyRequests {
-			return resp.StatusCode, nil
-		}
-		if err := sleep(ctx, retryAfter(resp)); err != nil {
-			return 0, err
-		}
-	}
+	return c.retryLoop(ctx, url, c.lim.Wait, retryAfter)
 }
 
 // naive is the loop people write first: no limiter; on a 429, try again
@@ -123,19 +129,9 @@ func naive(spec) (client, error) { return naiveClient{newHTTPClient()}, nil }
 type naiveClient struct{ httpClient }
 
 func (c naiveClient) do(ctx context.Context, url string) (int, error) {
-	for {
-		resp, err := c.get(ctx, url)
-		if err != nil {
-			return 0, err
-		}
-		drain(resp)
-		if resp.StatusCode != http.StatusTooManyRequests {
-			return resp.StatusCode, nil
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return 0, err
-		}
-	}
+	return c.retryLoop(ctx, url,
+		func(context.Context) error { return nil },
+		func(*http.Response) time.Duration { return 100 * time.Millisecond })
 }
 
 // retryable is hashicorp/go-retryablehttp with its defaults (its
@@ -213,27 +209,22 @@ type redisRateClient struct {
 }
 
 func (c *redisRateClient) do(ctx context.Context, url string) (int, error) {
+	return c.retryLoop(ctx, url, c.permit, retryAfter)
+}
+
+// permit asks redis_rate until it allows, sleeping the RetryAfter it
+// returns in between.
+func (c *redisRateClient) permit(ctx context.Context) error {
 	for {
 		res, err := c.lim.Allow(ctx, "bench", c.limit)
 		if err != nil {
-			return 0, fmt.Errorf("redis_rate: %w", err)
+			return fmt.Errorf("redis_rate: %w", err)
 		}
-		if res.Allowed == 0 {
-			if err := sleep(ctx, res.RetryAfter); err != nil {
-				return 0, err
-			}
-			continue
+		if res.Allowed > 0 {
+			return nil
 		}
-		resp, err := c.get(ctx, url)
-		if err != nil {
-			return 0, err
-		}
-		drain(resp)
-		if resp.StatusCode != http.StatusTooManyRequests {
-			return resp.StatusCode, nil
-		}
-		if err := sleep(ctx, retryAfter(resp)); err != nil {
-			return 0, err
+		if err := sleep(ctx, res.RetryAfter); err != nil {
+			return err
 		}
 	}
 }

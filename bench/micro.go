@@ -131,7 +131,7 @@ func (m *microResults) write(p func(string, ...any)) {
 	p("The ratio is against the peer named in the group's first line (x/time/rate where it takes part). Peers without keys are measured on their single limiter.\n\n")
 	for _, g := range m.order {
 		ref := m.reference(g)
-		p("**%s** (ratio against %s)\n\n| lib | ns/op | ratio | B/op | allocs/op |", g, refName(ref))
+		p("**%s** (ratio against %s)\n\n| lib | time/op (ns unless marked) | ratio | B/op | allocs/op |", g, refName(ref))
 		perKey := m.groups[g][m.libs[g][0]].perKey > 0
 		if perKey {
 			p(" B/key |")
@@ -150,7 +150,7 @@ func (m *microResults) write(p func(string, ...any)) {
 					ratio = fmt.Sprintf("%.2f× (memory)", st.perKey/r.perKey)
 				}
 			}
-			p("| %s | %.1f | %s | %.0f | %.0f |", lib, st.ns, ratio, st.bytes, st.allocs)
+			p("| %s | %s | %s | %.0f | %.0f |", lib, fmtNs(st.ns), ratio, st.bytes, st.allocs)
 			if perKey {
 				p(" %.1f |", st.perKey)
 			}
@@ -158,6 +158,17 @@ func (m *microResults) write(p func(string, ...any)) {
 		}
 		p("\n")
 	}
+}
+
+// fmtNs formats nanoseconds per operation for reading.
+func fmtNs(ns float64) string {
+	switch {
+	case ns >= 1e6:
+		return fmt.Sprintf("%.0f ms", ns/1e6)
+	case ns >= 1e4:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.1f", ns)
 }
 
 func refName(ref string) string {

@@ -15,9 +15,6 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// histColors are the lateness histograms' colors: egress, then time.Sleep.
-var histColors = [2]color.NRGBA{{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}}
-
 // bin is the width of one bar of the timelines.
 const bin = 100 * time.Millisecond
 
@@ -155,6 +152,7 @@ func plotLateness(dir string, a accuracy) error {
 	p.Y.Label.Text = "wake-ups"
 	p.Legend.Top = true
 	const bins = 50
+	colors := [2]color.NRGBA{{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}} // egress, time.Sleep
 	top := max(quantile(a.late, 0.999), quantile(a.sleepLate, 0.999)).Seconds() * 1e3
 	width := top / bins
 	for i, s := range []struct {
@@ -170,7 +168,7 @@ func plotLateness(dir string, a accuracy) error {
 			j := min(max(int(d.Seconds()*1e3/width), 0), bins-1)
 			h.Bins[j].Weight++
 		}
-		c := histColors[i]
+		c := colors[i]
 		h.LineStyle.Color = c
 		c.A = 90
 		h.FillColor = c

@@ -32,23 +32,38 @@ type section struct {
 
 func (r *report) add(sc scenario, rows []row) { r.sections = append(r.sections, section{sc, rows}) }
 
-// configured says how each contender was set up, and why.
-var configured = map[string]string{
-	"egress": "`egress.NewTransport` with `throttle.NewTokenBucket(rate, burst, throttle.WithTolerance(throttle.DefaultTolerance))` at the published limit and `WithRetry(retryafter.Policy{})` (the defaults): " +
-		"the README's recipe for \"the API allows X per second\". A 429 pauses the key for every caller.",
-	"egress (redislimit)": "`egress.NewTransport` with `redislimit.NewTokenBucket(rdb, 200/s, 10, tolerance)` shared by the 4 processes, and `WithRetry(retryafter.Policy{})`: the README's recipe for a shared quota.",
-	"x/time/rate": "`rate.NewLimiter(rate, burst)` at the published limit, `Wait(ctx)` before each attempt, then `http.Client.Do`; on a 429 the goroutine sleeps the Retry-After and tries again " +
-		"(x/time/rate's docs stop at Wait; this is the usual loop around it). In scenario 2, each process gets the full 200/s: nothing in x/time/rate can share it.",
-	"x/time/rate (rate/N)": "as x/time/rate, but each of the 4 processes gets rate/4 and burst/4 (50/s, burst 2): the static split that never exceeds the quota.",
-	"failsafe-go": "`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`, outer to inner as its docs compose policies: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` (retries 429 and 5xx, honours Retry-After) " +
-		"around `ratelimiter.NewSmoothBuilder(rate, time.Second).WithMaxWaitTime(time.Minute)`, so every attempt waits for a permit.",
-	"go-retryablehttp":       "`retryablehttp.NewClient()` with its defaults (`DefaultRetryPolicy`, `DefaultBackoff`, which honours Retry-After on 429/503) and no limiter, as its README shows; `RetryMax` raised from 4 to 10 so every request finishes, and logging off.",
-	"naive":                  "a plain `http.Client` in a loop: no limiter; on a 429, try again after 100 ms.",
-	"redis_rate":             "`redis_rate.NewLimiter(rdb).Allow(ctx, key, Limit{Rate: 200, Burst: 10, Period: time.Second})`; when not allowed, sleep the returned RetryAfter and ask again (it has no reservations); on a 429, sleep the Retry-After.",
-	"egress fixed window":    "`throttle.NewFixedWindow(100, time.Second, WithTolerance(DefaultTolerance))` and `throttle.Wait` before each request; no retries (this scenario looks at what each algorithm lets through).",
-	"egress sliding log":     "`throttle.NewSlidingWindow(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window.",
-	"egress sliding counter": "`throttle.NewSlidingWindowCounter(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window. Its documented bound is about 2·limit−1 in a window-length interval.",
-	"egress token bucket":    "`throttle.NewTokenBucket(Rate{N: 90, Per: time.Second}, 10, WithTolerance(DefaultTolerance))`: a token bucket admits at most burst + rate·t in any t, so \"100 in any 1 s\" needs burst + rate·1s ≤ 100; this choice keeps 90% of the sustained rate.",
+// configuration says how a contender was set up, and why.
+func configuration(name string) string {
+	switch name {
+	case "egress":
+		return "`egress.NewTransport` with `throttle.NewTokenBucket(rate, burst, throttle.WithTolerance(throttle.DefaultTolerance))` at the published limit and `WithRetry(retryafter.Policy{})` (the defaults): " +
+			"the README's recipe for \"the API allows X per second\". A 429 pauses the key for every caller."
+	case "egress (redislimit)":
+		return "`egress.NewTransport` with `redislimit.NewTokenBucket(rdb, 200/s, 10, tolerance)` shared by the 4 processes, and `WithRetry(retryafter.Policy{})`: the README's recipe for a shared quota."
+	case "x/time/rate":
+		return "`rate.NewLimiter(rate, burst)` at the published limit, `Wait(ctx)` before each attempt, then `http.Client.Do`; on a 429 the goroutine sleeps the Retry-After and tries again " +
+			"(x/time/rate's docs stop at Wait; this is the usual loop around it). In scenario 2, each process gets the full 200/s: nothing in x/time/rate can share it."
+	case "x/time/rate (rate/N)":
+		return "as x/time/rate, but each of the 4 processes gets rate/4 and burst/4 (50/s, burst 2): the static split that never exceeds the quota."
+	case "failsafe-go":
+		return "`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`, outer to inner as its docs compose policies: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` (retries 429 and 5xx, honours Retry-After) " +
+			"around `ratelimiter.NewSmoothBuilder(rate, time.Second).WithMaxWaitTime(time.Minute)`, so every attempt waits for a permit."
+	case "go-retryablehttp":
+		return "`retryablehttp.NewClient()` with its defaults (`DefaultRetryPolicy`, `DefaultBackoff`, which honours Retry-After on 429/503) and no limiter, as its README shows; `RetryMax` raised from 4 to 10 so every request finishes, and logging off."
+	case "naive":
+		return "a plain `http.Client` in a loop: no limiter; on a 429, try again after 100 ms."
+	case "redis_rate":
+		return "`redis_rate.NewLimiter(rdb).Allow(ctx, key, Limit{Rate: 200, Burst: 10, Period: time.Second})`; when not allowed, sleep the returned RetryAfter and ask again (it has no reservations); on a 429, sleep the Retry-After."
+	case "egress fixed window":
+		return "`throttle.NewFixedWindow(100, time.Second, WithTolerance(DefaultTolerance))` and `throttle.Wait` before each request; no retries (this scenario looks at what each algorithm lets through)."
+	case "egress sliding log":
+		return "`throttle.NewSlidingWindow(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window."
+	case "egress sliding counter":
+		return "`throttle.NewSlidingWindowCounter(100, time.Second, WithTolerance(DefaultTolerance))`, otherwise as the fixed window. Its documented bound is about 2·limit−1 in a window-length interval."
+	case "egress token bucket":
+		return "`throttle.NewTokenBucket(Rate{N: 90, Per: time.Second}, 10, WithTolerance(DefaultTolerance))`: a token bucket admits at most burst + rate·t in any t, so \"100 in any 1 s\" needs burst + rate·1s ≤ 100; this choice keeps 90% of the sustained rate."
+	}
+	return ""
 }
 
 func (r *report) write(dir string) error {
@@ -111,7 +126,7 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 			continue
 		}
 		p("| %s | %s | %s | %d | %d | %s | %s | %s | %d / %d |\n", row.contender, fmtSec(row.wall), overMin(row.wall, sc.minimum()),
-			row.refused, row.duringPause, fmtPct(utilization(sc, row)), perRequest(sc.redis, row.scripts(), sc.requests()), fmtCPU(row.cpu), row.ok, row.failed)
+			row.refused, row.duringPause, fmtPct(utilization(sc, row)), perRequest(row.usesRedis(), row.scripts(), sc.requests()), fmtCPU(row.cpu), row.ok, row.failed)
 	}
 	p("\n")
 	if sc.redis {
@@ -128,9 +143,29 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 	}
 	p("How each contender was configured:\n\n")
 	for _, row := range s.rows {
-		p("- **%s**: %s\n", row.contender, configured[row.contender])
+		p("- **%s**: %s\n", row.contender, configuration(row.contender))
 	}
 	p("\n")
+	if window {
+		p("Most requests reaching the upstream in any %v, relative to the limit:", sc.limit.Window)
+		for i, row := range s.rows {
+			if row.skipped != "" {
+				continue
+			}
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			p("%s %s %.2f×", sep, row.contender, float64(row.maxInWindow)/float64(sc.limit.Limit))
+		}
+		p(". A fixed window resets at its boundary, so it lets a full limit through on each side of it; the sliding log counts any window and holds; ")
+		p("the sliding counter is approximate (its documented worst case is about 2·limit−1); a token bucket holds \"limit per window\" only when burst + rate·window ≤ limit, which costs sustained rate. ")
+		p("No algorithm retries here, so a 429 is a request lost.\n\n")
+	}
+	if sc.limit.PauseAfter > 0 {
+		p("After a pause egress resumes at the sustained rate rather than with a burst (a design decision: a pause shifts the schedule), so it gives up the burst the upstream refilled during the pause, %s here; the theoretical minimum counts that burst.\n\n",
+			fmtSec(time.Duration(float64(sc.limit.Burst)/sc.limit.Rate*float64(time.Second))))
+	}
 	if st := notBest(sc, s.rows); len(st) > 0 {
 		p("Where egress is not best:\n\n")
 		for _, s := range st {
@@ -144,25 +179,26 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 // egress row of a scenario.
 func notBest(sc scenario, rows []row) []string {
 	type measure struct {
-		name string
-		get  func(row) float64
-		fmt  func(float64) string
+		name  string
+		get   func(row) float64
+		fmt   func(float64) string
+		redis bool // compare only contenders that use Redis
 	}
 	ms := []measure{
-		{"wall time", func(r row) float64 { return r.wall.Seconds() }, func(v float64) string { return fmt.Sprintf("%.3f s", v) }},
-		{"upstream 429s", func(r row) float64 { return float64(r.refused) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
-		{"requests sent in a pause", func(r row) float64 { return float64(r.duringPause) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
-		{"client CPU", func(r row) float64 { return r.cpu.Seconds() }, func(v float64) string { return fmt.Sprintf("%.0f ms", v*1000) }},
+		{"wall time", func(r row) float64 { return r.wall.Seconds() }, func(v float64) string { return fmt.Sprintf("%.3f s", v) }, false},
+		{"upstream 429s", func(r row) float64 { return float64(r.refused) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }, false},
+		{"requests sent in a pause", func(r row) float64 { return float64(r.duringPause) }, func(v float64) string { return fmt.Sprintf("%.0f", v) }, false},
+		{"client CPU", func(r row) float64 { return r.cpu.Seconds() }, func(v float64) string { return fmt.Sprintf("%.0f ms", v*1000) }, false},
 	}
 	if sc.redis {
-		ms = append(ms, measure{"Redis scripts per request", func(r row) float64 { return float64(r.scripts()) / float64(sc.requests()) }, func(v float64) string { return fmt.Sprintf("%.2f", v) }})
+		ms = append(ms, measure{"Redis scripts per request", func(r row) float64 { return float64(r.scripts()) / float64(sc.requests()) }, func(v float64) string { return fmt.Sprintf("%.2f", v) }, true})
 	}
 	var out []string
 	for _, m := range ms {
 		bestEgress, bestPeer := math.Inf(1), math.Inf(1)
 		peer := ""
 		for _, r := range rows {
-			if r.skipped != "" {
+			if r.skipped != "" || (m.redis && !r.usesRedis()) {
 				continue
 			}
 			v := m.get(r)
@@ -173,7 +209,11 @@ func notBest(sc scenario, rows []row) []string {
 			}
 		}
 		if peer != "" && !math.IsInf(bestEgress, 1) && bestPeer < bestEgress {
-			out = append(out, fmt.Sprintf("%s: %s has %s, egress %s.", m.name, peer, m.fmt(bestPeer), m.fmt(bestEgress)))
+			tie := ""
+			if bestEgress-bestPeer <= 0.001*bestEgress {
+				tie = " (within 0.1%: a tie at this machine's resolution)"
+			}
+			out = append(out, fmt.Sprintf("%s: %s has %s, egress %s%s.", m.name, peer, m.fmt(bestPeer), m.fmt(bestEgress), tie))
 		}
 	}
 	return out
@@ -251,7 +291,7 @@ func overMin(wall, minimum time.Duration) string {
 
 func perRequest(redis bool, calls int64, n int) string {
 	if !redis {
-		return "n/a"
+		return "—"
 	}
 	return fmt.Sprintf("%.2f", float64(calls)/float64(n))
 }

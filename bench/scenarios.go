@@ -209,6 +209,9 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 // commandstats.
 func (r row) scripts() int64 { return r.redisByCommand["eval"] + r.redisByCommand["evalsha"] }
 
+// usesRedis reports whether the contender sent anything to Redis.
+func (r row) usesRedis() bool { return r.roundTrips > 0 || r.scripts() > 0 }
+
 // check fails the run when the harness itself is broken: a request went
 // missing, or the upstream's count disagrees with the clients'.
 func check(sc scenario, r row) error {

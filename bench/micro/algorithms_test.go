@@ -37,11 +37,11 @@ func algorithms() []algorithm {
 			},
 		},
 		{
-			// The log keeps up to limit entries per key: a short window
-			// with room for every call made in it.
+			// The log keeps the slots of the last limit units per key: a
+			// window so short that far fewer calls than limit fit in it.
 			name: "slidingwindow",
 			generous: func(opts ...throttle.Option) (throttle.Limiter, error) {
-				return throttle.NewSlidingWindow(1e6, 10*time.Millisecond, opts...)
+				return throttle.NewSlidingWindow(1000, 10*time.Microsecond, opts...)
 			},
 			stingy: func(opts ...throttle.Option) (throttle.Limiter, error) {
 				return throttle.NewSlidingWindow(1, time.Hour, opts...)

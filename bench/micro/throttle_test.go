@@ -38,21 +38,28 @@ func (p *peerKeyed) get(key string) *rate.Limiter {
 	return v.(*rate.Limiter)
 }
 
-// allowers lists egress's Allow per algorithm and its peers' non-blocking
-// decisions.
-func allowers(b *testing.B, keyed bool) []decider {
-	ctx := context.Background()
+// egressDeciders makes one decider per algorithm, each deciding with
+// decide on a generous limiter of its own.
+func egressDeciders(b *testing.B, decide func(l throttle.Limiter, key string) bool) []decider {
 	var ds []decider
 	for _, a := range algorithms() {
 		l, err := a.generous()
 		if err != nil {
 			b.Fatal(err)
 		}
-		ds = append(ds, decider{lib: "egress-" + a.name, decide: func(key string) bool {
-			ok, err := throttle.Allow(ctx, l, key, 1)
-			return ok && err == nil
-		}})
+		ds = append(ds, decider{lib: "egress-" + a.name, decide: func(key string) bool { return decide(l, key) }})
 	}
+	return ds
+}
+
+// allowers lists egress's Allow per algorithm and its peers' non-blocking
+// decisions.
+func allowers(b *testing.B, keyed bool) []decider {
+	ctx := context.Background()
+	ds := egressDeciders(b, func(l throttle.Limiter, key string) bool {
+		ok, err := throttle.Allow(ctx, l, key, 1)
+		return ok && err == nil
+	})
 	if keyed {
 		p := &peerKeyed{}
 		ds = append(ds, decider{lib: "x-time-rate", decide: func(key string) bool { return p.get(key).Allow() }})
@@ -72,17 +79,10 @@ func allowers(b *testing.B, keyed bool) []decider {
 // reservations.
 func reservers(b *testing.B, keyed bool) []decider {
 	ctx := context.Background()
-	var ds []decider
-	for _, a := range algorithms() {
-		l, err := a.generous()
-		if err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, decider{lib: "egress-" + a.name, decide: func(key string) bool {
-			r, err := l.Reserve(ctx, key, 1, -1)
-			return err == nil && r.OK
-		}})
-	}
+	ds := egressDeciders(b, func(l throttle.Limiter, key string) bool {
+		r, err := l.Reserve(ctx, key, 1, -1)
+		return err == nil && r.OK
+	})
 	if keyed {
 		p := &peerKeyed{}
 		ds = append(ds, decider{lib: "x-time-rate", decide: func(key string) bool {

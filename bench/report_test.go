@@ -1,0 +1,73 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestMaxIn(t *testing.T) {
+	at := func(ms ...int) []time.Time {
+		base := time.Unix(0, 0)
+		ts := make([]time.Time, len(ms))
+		for i, m := range ms {
+			ts[i] = base.Add(time.Duration(m) * time.Millisecond)
+		}
+		return ts
+	}
+	tests := []struct {
+		name       string
+		giveTimes  []time.Time
+		giveWindow time.Duration
+		want       int
+	}{
+		{name: "empty", giveTimes: nil, giveWindow: time.Second, want: 0},
+		{name: "all in one window", giveTimes: at(0, 10, 999), giveWindow: time.Second, want: 3},
+		{name: "half-open window", giveTimes: at(0, 1000, 2000), giveWindow: time.Second, want: 1},
+		{name: "boundary burst", giveTimes: at(0, 900, 901, 1100, 1101, 2500), giveWindow: time.Second, want: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, maxIn(tt.giveTimes, tt.giveWindow))
+		})
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	tests := []struct {
+		name  string
+		giveQ float64
+		want  time.Duration
+	}{
+		{name: "median", giveQ: 0.5, want: 5},
+		{name: "p90", giveQ: 0.9, want: 9},
+		{name: "max", giveQ: 1, want: 10},
+		{name: "min", giveQ: 0, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, quantile(ds, tt.giveQ))
+		})
+	}
+}
+
+func TestParseMicro(t *testing.T) {
+	out := `goos: linux
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  50.0 ns/op  0 B/op  0 allocs/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  70.0 ns/op  0 B/op  0 allocs/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op  0 B/op  0 allocs/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op  0 B/op  0 allocs/op
+BenchmarkMemoryPerKey/lib=x-time-rate-2             1   9.0 ns/op  135.5 B/key
+BenchmarkRedisDecision/lib=redis_rate-2          1000  12.0 ns/op  1.000 roundtrips/op
+PASS
+`
+	m := parseMicro(out)
+	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision"}, m.order)
+	assert.Equal(t, []string{"egress-tokenbucket", "x-time-rate"}, m.libs["BenchmarkAllow/keys=1"])
+	assert.Equal(t, 60.0, m.get("BenchmarkAllow/keys=1", "egress-tokenbucket").ns)
+	assert.Equal(t, "x-time-rate", m.reference("BenchmarkAllow/keys=1"))
+	assert.Equal(t, 135.5, m.get("BenchmarkMemoryPerKey", "x-time-rate").perKey)
+	assert.Equal(t, 1.0, m.get("BenchmarkRedisDecision", "redis_rate").roundTrips)
+}
