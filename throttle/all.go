@@ -126,7 +126,7 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 		return r, err
 	}
 	if len(own) == 0 {
-		r.local.ext = ext
+		r.local.more = &more{ext: ext}
 		r.booking = &r.local
 		return r, nil
 	}
@@ -134,7 +134,12 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 		cancelAll(ctx, ext)
 		return r, err
 	}
-	r.local.ext = ext
+	if len(ext) > 0 {
+		if r.local.more == nil {
+			r.local.more = &more{}
+		}
+		r.local.ext = ext
+	}
 	r.booking = &r.local
 	return r, nil
 }
@@ -208,7 +213,10 @@ func bookTogether(ctx context.Context, own []lockable, key string, n int, maxWai
 		if i == 0 {
 			r.local.one = p
 		} else {
-			r.local.more = append(r.local.more, p)
+			if r.local.more == nil {
+				r.local.more = &more{parts: make([]part, 0, len(held)-1)}
+			}
+			r.local.parts = append(r.local.parts, p)
 		}
 	}
 	return nil

@@ -20,9 +20,15 @@ type part struct {
 // localBooking is the Booking of the built-in limiters: one part, or
 // several booked at one common slot by All.
 type localBooking struct {
-	one  part
-	more []part
-	ext  []*Reservation // parts from limiters outside this package
+	one   part
+	*more // nil unless All booked several parts
+}
+
+// more holds the parts of an All booking beyond the first, kept apart so
+// that the common single-part Reservation stays small.
+type more struct {
+	parts []part
+	ext   []*Reservation // parts from limiters outside this package
 }
 
 // Until implements [Booking]: the longest wait among the parts.
@@ -31,8 +37,11 @@ func (b *localBooking) Until() time.Duration {
 	if b.one.h != nil {
 		d = b.one.h.wait(&b.one.m)
 	}
-	for i := range b.more {
-		d = max(d, b.more[i].h.wait(&b.more[i].m))
+	if b.more == nil {
+		return d
+	}
+	for i := range b.parts {
+		d = max(d, b.parts[i].h.wait(&b.parts[i].m))
 	}
 	for _, r := range b.ext {
 		if r.booking != nil {
@@ -48,8 +57,11 @@ func (b *localBooking) Cancel(ctx context.Context) error {
 	if b.one.h != nil {
 		b.one.h.give(&b.one.m)
 	}
-	for i := range b.more {
-		b.more[i].h.give(&b.more[i].m)
+	if b.more == nil {
+		return nil
+	}
+	for i := range b.parts {
+		b.parts[i].h.give(&b.parts[i].m)
 	}
 	var first error
 	for _, r := range b.ext {

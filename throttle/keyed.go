@@ -171,13 +171,13 @@ func (k *keyed[S, A]) Reserve(ctx context.Context, key string, n int, maxWait ti
 		return nil, err
 	}
 	defer e.mu.Unlock()
+	r := &Reservation{key: key}
 	slot, notBefore := k.alg.earliest(&e.s, now, e.until, n)
 	if wait := refusal(now, slot, decided(notBefore, e.until), maxWait); wait > 0 {
-		r := Refused(time.Duration(wait), k.alg.left(&e.s, now))
-		r.key = key
+		r.Delay, r.Remaining = time.Duration(wait), k.alg.left(&e.s, now)
 		return r, nil
 	}
-	r := &Reservation{OK: true, Delay: time.Duration(slot - now), key: key}
+	r.OK, r.Delay = true, time.Duration(slot-now)
 	r.local.one = e.book(now, slot, n, &r.Remaining)
 	r.booking = &r.local
 	return r, nil
