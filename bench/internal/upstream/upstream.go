@@ -11,13 +11,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// SentAtHeader carries the wall-clock time, in Unix nanoseconds, at which
-// a client handed a request to its connection. [Stamp] sets it, so that
-// the upstream can tell requests sent after a 429 left the server from
-// requests already in flight.
-const SentAtHeader = "X-Bench-Sent-At"
+	"github.com/egress-go/egress/internal/sendtime"
+)
 
 // Limit is the upstream's published limit. Exactly one of Rate (a token
 // bucket of Burst) or Window (a sliding log of Limit per Window) is used.
@@ -105,7 +101,7 @@ func (s *Server) Stats() Stats {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	sentAt := sentAt(r)
+	sentAt := sendtime.Of(r)
 	wait, ok := s.admit(time.Now(), sentAt)
 	if ok {
 		w.WriteHeader(http.StatusOK)
@@ -205,36 +201,6 @@ func (s *Server) left(now time.Time, wait time.Duration) {
 	}
 }
 
-func sentAt(r *http.Request) time.Time {
-	v := r.Header.Get(SentAtHeader)
-	if v == "" {
-		return time.Time{}
-	}
-	ns, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}
-
-// Stamp wraps base so that every request carries [SentAtHeader]. It is
-// the innermost layer of every contender, below retries and limiters, so
-// each attempt is stamped when it is actually sent.
-func Stamp(base http.RoundTripper) http.RoundTripper {
-	return stamp{base: base}
-}
-
-type stamp struct{ base http.RoundTripper }
-
-func (s stamp) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(SentAtHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
-	return s.base.RoundTrip(r)
-}
-
-// CloseIdleConnections forwards to the base transport.
-func (s stamp) CloseIdleConnections() {
-	if c, ok := s.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
+// Stamp wraps base (nil means http.DefaultTransport) so that every attempt
+// carries its send time: see [sendtime.Stamp].
+func Stamp(base http.RoundTripper) http.RoundTripper { return sendtime.Stamp(base) }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/egress-go/egress/internal/sendtime"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,7 +22,7 @@ func get(t *testing.T, s *Server, sentAt time.Time) (int, string) {
 	req, err := http.NewRequest(http.MethodGet, s.URL(), nil)
 	require.NoError(t, err)
 	if !sentAt.IsZero() {
-		req.Header.Set(SentAtHeader, strconv.FormatInt(sentAt.UnixNano(), 10))
+		req.Header.Set(sendtime.Header, strconv.FormatInt(sentAt.UnixNano(), 10))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)

@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// SentAtHeader carries the time, in Unix nanoseconds, at which the client
-// handed a request to the network. [Stamp] sets it.
-const SentAtHeader = "X-Sent-At"
+	"github.com/egress-go/egress/internal/sendtime"
+)
 
 // Config is the API's published limit.
 type Config struct {
@@ -105,7 +103,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		cost = s.cfg.Cost(r)
 	}
 	now := time.Now()
-	wait, remaining, ok := s.admit(now, sentAt(r), cost)
+	wait, remaining, ok := s.admit(now, sendtime.Of(r), cost)
 	if remaining >= 0 {
 		h := w.Header()
 		h.Set("X-RateLimit-Limit", strconv.Itoa(s.cfg.Quota))
@@ -175,38 +173,6 @@ func seconds(d time.Duration) int {
 	return max(int(math.Ceil(d.Seconds())), 1)
 }
 
-func sentAt(r *http.Request) time.Time {
-	ns, err := strconv.ParseInt(r.Header.Get(SentAtHeader), 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}
-
-// Stamp wraps base (nil means http.DefaultTransport) so that every
-// attempt carries [SentAtHeader], set as it is sent. It goes innermost,
-// under egress, so that retries are stamped too.
-func Stamp(base http.RoundTripper) http.RoundTripper {
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	return stamp{base: base}
-}
-
-type stamp struct{ base http.RoundTripper }
-
-func (s stamp) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(SentAtHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
-	return s.base.RoundTrip(r)
-}
-
-func (s stamp) CloseIdleConnections() {
-	if c, ok := s.base.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
 // Get fetches url with client, reads the whole body and closes it, and
 // returns an error unless the status is 200.
 func Get(client *http.Client, url string) error {
@@ -223,3 +189,7 @@ func Get(client *http.Client, url string) error {
 	}
 	return nil
 }
+
+// Stamp wraps base (nil means http.DefaultTransport) so that every attempt
+// carries its send time: see [sendtime.Stamp].
+func Stamp(base http.RoundTripper) http.RoundTripper { return sendtime.Stamp(base) }
