@@ -104,7 +104,7 @@ func run() error {
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				err := upstream.Get(client, api.URL()+job(i))
+				err := upstream.Get(context.Background(), client, api.URL()+job(i))
 				var le *throttle.LimitError
 				switch {
 				case errors.As(err, &le):

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -59,7 +60,7 @@ func run() error {
 	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
-				if err := upstream.Get(client, fmt.Sprintf("%s/items/%d", api.URL(), i)); err != nil {
+				if err := upstream.Get(context.Background(), client, fmt.Sprintf("%s/items/%d", api.URL(), i)); err != nil {
 					errs <- err
 					continue
 				}

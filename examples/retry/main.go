@@ -9,6 +9,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -79,7 +80,7 @@ func run() error {
 		wg.Go(func() {
 			for range perWorker {
 				c := call{start: time.Now()}
-				c.err = upstream.Get(client, api.URL())
+				c.err = upstream.Get(context.Background(), client, api.URL())
 				c.end = time.Now()
 				calls[w] = append(calls[w], c)
 			}

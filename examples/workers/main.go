@@ -165,7 +165,7 @@ func work(addr, api, prefix string, length time.Duration) error {
 	for range senders {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				err := get(ctx, client, api)
+				err := upstream.Get(ctx, client, api)
 				var le *throttle.LimitError
 				switch {
 				case ctx.Err() != nil, errors.As(err, &le) && le.Timeout():
@@ -190,22 +190,3 @@ func work(addr, api, prefix string, length time.Duration) error {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
-
-func get(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
-}

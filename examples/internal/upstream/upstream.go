@@ -5,6 +5,7 @@
 package upstream
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -175,8 +176,12 @@ func seconds(d time.Duration) int {
 
 // Get fetches url with client, reads the whole body and closes it, and
 // returns an error unless the status is 200.
-func Get(client *http.Client, url string) error {
-	resp, err := client.Get(url)
+func Get(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
