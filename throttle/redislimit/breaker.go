@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,9 @@ type Event struct {
 type breaker struct {
 	observer func(Event)
 
+	// shut mirrors open, so that calls while Redis answers take no lock.
+	shut atomic.Bool
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	open    bool
@@ -42,6 +46,9 @@ type breaker struct {
 
 // admit reports whether a call may go to Redis now.
 func (b *breaker) admit() bool {
+	if !b.shut.Load() {
+		return true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.open {
@@ -56,12 +63,16 @@ func (b *breaker) admit() bool {
 
 // succeeded records a call that Redis answered.
 func (b *breaker) succeeded() {
+	if !b.shut.Load() {
+		return
+	}
 	b.mu.Lock()
 	if !b.open {
 		b.mu.Unlock()
 		return
 	}
 	b.open = false
+	b.shut.Store(false)
 	down := time.Since(b.since)
 	b.mu.Unlock()
 	b.notify(Event{Recovered: true, Down: down})
@@ -73,6 +84,7 @@ func (b *breaker) failed(err error) {
 	now := time.Now()
 	if !b.open {
 		b.open, b.since = true, now
+		b.shut.Store(true)
 	}
 	b.probeAt = now
 	down := now.Sub(b.since)
@@ -89,10 +101,11 @@ func (b *breaker) notify(e Event) {
 // unavailable reports whether err means Redis could not decide, as
 // opposed to a reply that says the call itself was wrong.
 func unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
 	var netErr net.Error
 	switch {
-	case err == nil:
-		return false
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF),

@@ -24,6 +24,43 @@ local function fmt(x)
   return string.format('%d', x)
 end
 
+-- The common case, a reservation on one token bucket, is the general path
+-- below (load, sync, earliest, book, save) unrolled for it: no closures or
+-- tables to build, and the same state, TTL and reply to the bit.
+if op == 'r' and nparts == 1 and ARGV[4] == 'tb' then
+  local x, y = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local n, maxWait = tonumber(ARGV[9]), tonumber(ARGV[10])
+  local pv = redis.call('HMGET', KEYS[1], 'u', 'm', 'a', 'e')
+  local pu, pm, pa, pe = tonumber(pv[1]) or 0, tonumber(pv[2]) or 0, tonumber(pv[3]) or 0, tonumber(pv[4]) or 0
+  local v = redis.call('HMGET', KEYS[2], 's', 'o', 'e', 'm', 't')
+  local s, o, e, m, tat = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
+  if not v[1] then o = -1 end
+  if pe ~= 0 then
+    if v[1] then
+      local d = pm
+      if e == pe then d = pm - m end
+      if d > 0 then
+        if tat < pa then o = -1 end
+        tat = math.max(tat, pa) + d
+      end
+    end
+    e, m = pe, pm
+  end
+  local slot = math.max(now, pu, tat + n * x - y * x)
+  if maxWait >= 0 and slot - now - maxWait > 0 then
+    local left = math.floor(math.max(y * x - math.max(tat - now, 0), 0) / x)
+    return {0, slot - now - maxWait, left, pe, pm, 0}
+  end
+  local prev = -1
+  if tat >= slot then prev = o end
+  tat = math.max(tat, slot) + n * x
+  s = s + 1
+  redis.call('HSET', KEYS[2], 's', fmt(s), 'o', fmt(s), 'e', fmt(e), 'm', fmt(m), 't', fmt(tat))
+  redis.call('PEXPIRE', KEYS[2], math.floor((tat - now) / 1000) + 1)
+  local left = math.floor(math.max(y * x - (tat - slot), 0) / x)
+  return {1, slot - now, left, pe, pm, slot, fmt(s) .. ':' .. fmt(prev)}
+end
+
 local pv = redis.call('HMGET', KEYS[1], 'u', 'm', 'a', 'e')
 local P = {
   u = tonumber(pv[1]) or 0,

@@ -2,9 +2,13 @@ package redislimit
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,11 +24,15 @@ var budgetSource string
 // flight.
 type core struct {
 	rdb    redis.Scripter
-	script *redis.Script
+	sha    string      // of budgetSource
+	loaded atomic.Bool // Redis has answered an EVAL or EVALSHA of the script
+	direct bool        // rdb bounds a call by its context's deadline
 	cfg    config
 	br     breaker
 	lis    *Listener
 	ownLis bool
+
+	workers workers
 
 	// mu guards closed, and orders wg.Add against Close's wg.Wait.
 	mu     sync.RWMutex
@@ -35,8 +43,10 @@ type core struct {
 // newCore starts the listener unless cfg has one; callers check
 // everything that can fail first.
 func newCore(rdb redis.Scripter, cfg config) *core {
-	c := &core{rdb: rdb, script: redis.NewScript(budgetSource), cfg: cfg, lis: cfg.listener}
+	sum := sha1.Sum([]byte(budgetSource))
+	c := &core{rdb: rdb, sha: hex.EncodeToString(sum[:]), direct: honoursDeadline(rdb), cfg: cfg, lis: cfg.listener}
 	c.br.observer = cfg.observer
+	c.workers.init()
 	if c.lis == nil {
 		c.lis = newListener(rdb, cfg)
 		c.ownLis = true
@@ -54,20 +64,18 @@ func (c *core) close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.wg.Wait()
+	c.workers.stop()
 	if c.ownLis {
 		return c.lis.Close()
 	}
 	return nil
 }
 
-type result struct {
-	v   any
-	err error
-}
-
 // run executes the budget script, bounded by the timeout whether or not
-// the client honours context deadlines: the call runs on its own
-// goroutine, which close waits for. An error for which Redis cannot be
+// the client honours context deadlines: a client that does (go-redis with
+// ContextTimeoutEnabled) is called on the caller's goroutine, any other
+// on one of the core's workers, which the caller stops waiting for at the
+// deadline and close waits for. An error for which Redis cannot be
 // blamed on the call comes back as an *UnavailableError.
 func (c *core) run(ctx context.Context, keys []string, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
@@ -86,17 +94,18 @@ func (c *core) run(ctx context.Context, keys []string, args []any) (any, error) 
 
 	tctx, stop := context.WithTimeout(ctx, c.cfg.timeout)
 	defer stop()
-	done := make(chan result, 1)
-	go func() {
-		defer c.wg.Done()
-		v, err := c.script.Run(tctx, c.rdb, keys, args...).Result()
-		done <- result{v, err}
-	}()
 	var r result
-	select {
-	case r = <-done:
-	case <-tctx.Done():
-		r.err = tctx.Err()
+	if c.direct {
+		r.v, r.err = c.eval(tctx, keys, args)
+		c.wg.Done()
+	} else {
+		t := &task{ctx: tctx, keys: keys, args: args, done: make(chan result, 1)}
+		c.hand(t)
+		select {
+		case r = <-t.done:
+		case <-tctx.Done():
+			r.err = tctx.Err()
+		}
 	}
 	if r.err != nil && ctx.Err() != nil {
 		return nil, ctx.Err() // the caller gave up; Redis is not to blame
@@ -110,6 +119,39 @@ func (c *core) run(ctx context.Context, keys []string, args []any) (any, error) 
 		return nil, fmt.Errorf("redislimit: script failed: %w", r.err)
 	}
 	return r.v, nil
+}
+
+// eval runs the script with EVALSHA once Redis is known to have it, and
+// with EVAL until then or after a NOSCRIPT (a flush, a restart or a
+// failover), which loads it again. So the calls a process starts at once
+// each run the script once, rather than each failing with NOSCRIPT first.
+func (c *core) eval(ctx context.Context, keys []string, args []any) (any, error) {
+	if c.loaded.Load() {
+		v, err := c.rdb.EvalSha(ctx, c.sha, keys, args...).Result()
+		if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return v, err
+		}
+		c.loaded.Store(false)
+	}
+	v, err := c.rdb.Eval(ctx, budgetSource, keys, args...).Result()
+	if err == nil {
+		c.loaded.Store(true)
+	}
+	return v, err
+}
+
+// honoursDeadline reports whether rdb is a go-redis client that bounds
+// every call, retries included, by its context's deadline.
+func honoursDeadline(rdb redis.Scripter) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // now returns the test-only clock shift in microseconds.
@@ -137,14 +179,38 @@ func keys(prefix, key string, specs []spec) ([]string, error) {
 	case len(key) > throttle.MaxKeyLen:
 		return nil, fmt.Errorf("redislimit: key of %d bytes is longer than throttle.MaxKeyLen (%d)", len(key), throttle.MaxKeyLen)
 	}
-	tag := prefix + "{" + key + "}:"
-	ks := make([]string, 1, 1+len(specs))
-	ks[0] = tag + "pause"
+	// One string holds every key, back to back; each is a slice of it.
+	tag := len(prefix) + len("{") + len(key) + len("}:")
+	size := tag + len(pauseSuffix)
 	for _, s := range specs {
-		ks = append(ks, tag+s.suffix)
+		size += tag + len(s.suffix)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	put := func(suffix string) int {
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(key)
+		b.WriteString("}:")
+		b.WriteString(suffix)
+		return tag + len(suffix)
+	}
+	ends := make([]int, 0, 4)
+	ends = append(ends, put(pauseSuffix))
+	for _, s := range specs {
+		ends = append(ends, ends[len(ends)-1]+put(s.suffix))
+	}
+	all := b.String()
+	ks := make([]string, len(ends))
+	from := 0
+	for i, end := range ends {
+		ks[i], from = all[from:end], end
 	}
 	return ks, nil
 }
+
+// pauseSuffix names a key's pause state.
+const pauseSuffix = "pause"
 
 // args returns the script's arguments up to the op's own.
 func (c *core) args(op string, specs []spec, extra int) []any {

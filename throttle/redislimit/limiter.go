@@ -23,15 +23,31 @@ var (
 type limiter struct {
 	c     *core
 	specs []spec
-	most  int // the most units one call can get: the least of the parts'
+	most  int   // the most units one call can get: the least of the parts'
+	head  []any // a reservation's arguments before its own two
 }
 
 func newLimiter(c *core, specs ...spec) *limiter {
-	l := &limiter{c: c, specs: specs, most: specs[0].most}
+	l := &limiter{c: c, specs: specs, most: specs[0].most, head: c.args("r", specs, 0)}
 	for _, s := range specs[1:] {
 		l.most = min(l.most, s.most)
 	}
 	return l
+}
+
+// reserveArgs returns the script's arguments for a reservation of n
+// units that waits at most wait microseconds (-1: any time): the
+// arguments every reservation shares are built once, in newLimiter.
+func (l *limiter) reserveArgs(n int, wait int64) []any {
+	a := make([]any, len(l.head), len(l.head)+2)
+	copy(a, l.head)
+	if l.c.cfg.shift != nil {
+		a[1] = l.c.shift()
+	}
+	if wait < 0 {
+		return append(a, n, int64(-1)) // a constant: not allocated
+	}
+	return append(a, n, wait)
 }
 
 var errNilContext = errors.New("redislimit: nil context")
@@ -83,8 +99,7 @@ func (l *limiter) book(ctx context.Context, key string, n int, maxWait time.Dura
 	if maxWait >= 0 {
 		wait = int64(maxWait / time.Microsecond)
 	}
-	args := append(l.c.args("r", l.specs, 2), n, wait)
-	v, err := l.c.run(ctx, ks, args)
+	v, err := l.c.run(ctx, ks, l.reserveArgs(n, wait))
 	if err != nil {
 		r, err := l.fail(ctx, key, n, maxWait, err)
 		return r, nil, err
@@ -108,7 +123,11 @@ func (l *limiter) book(ctx context.Context, key string, n int, maxWait time.Dura
 	if len(a) != 6+len(l.specs) {
 		return nil, nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(l.specs))
 	}
-	b := &booking{l: l, key: key, n: n, epoch: epoch, moved: moved, slot: slot, tokens: make([]string, len(l.specs))}
+	b := &booking{l: l, key: key, n: n, epoch: epoch, moved: moved, slot: slot}
+	b.tokens = b.one[:]
+	if len(l.specs) > 1 {
+		b.tokens = make([]string, len(l.specs))
+	}
 	for i := range l.specs {
 		if b.tokens[i], err = text(a[6+i], "token"); err != nil {
 			return nil, nil, err
@@ -206,6 +225,7 @@ type booking struct {
 	moved  int64
 	slot   int64 // server microseconds
 	tokens []string
+	one    [1]string // tokens of a single part
 	line   *line
 	base   int64 // local due time in ns, less the shift when booked
 }
