@@ -98,6 +98,13 @@ func (c *core) run(ctx context.Context, keys []string, args []any) (any, error) 
 	if c.direct {
 		r.v, r.err = c.eval(tctx, keys, args)
 		c.wg.Done()
+		// The client's i/o deadline is the context's, and may pass a
+		// moment before the context's timer fires: wait for it, so that
+		// the error says whose deadline it was, as on a worker.
+		if d, _ := tctx.Deadline(); r.err != nil && !time.Now().Before(d) {
+			<-tctx.Done()
+			r.err = tctx.Err()
+		}
 	} else {
 		t := &task{ctx: tctx, keys: keys, args: args, done: make(chan result, 1)}
 		c.hand(t)

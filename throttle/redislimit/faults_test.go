@@ -123,14 +123,33 @@ func TestRestart(t *testing.T) {
 
 // TestSlowRedis has Redis stall in a script of its own: every call is
 // bounded by the timeout, and the circuit breaker keeps later calls from
-// waiting at all.
+// waiting at all. A client that honours context deadlines is called on
+// the caller's goroutine, any other on a worker.
 func TestSlowRedis(t *testing.T) {
+	tests := []struct {
+		name        string
+		giveContext bool
+		wantDirect  bool
+	}{
+		{"worker", false, false},
+		{"direct", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testSlowRedis(t, tt.giveContext, tt.wantDirect)
+		})
+	}
+}
+
+func testSlowRedis(t *testing.T, contextTimeout, wantDirect bool) {
 	s := startRedis(t, "--enable-debug-command", "local")
-	rdb := s.client(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: contextTimeout})
+	defer rdb.Close()
 	ctx := context.Background()
 	l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 10, WithTimeout(50*time.Millisecond))
 	require.NoError(t, err)
 	defer l.Close()
+	assert.Equal(t, wantDirect, l.c.direct)
 	_, err = l.Reserve(ctx, "k", 1, 0) // load the script
 	require.NoError(t, err)
 

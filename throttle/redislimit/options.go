@@ -88,7 +88,10 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithTimeout bounds every call to Redis, including Cancel and Pause
 // (default [DefaultTimeout]). A call that runs out of time counts as
-// Redis being unavailable.
+// Redis being unavailable. A go-redis client with ContextTimeoutEnabled
+// bounds the call itself, on the caller's goroutine; any other client is
+// called from a long-lived worker goroutine that the caller stops
+// waiting for at the deadline.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.timeout = d })
 }

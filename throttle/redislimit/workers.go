@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// workerIdle is how long a worker waits for another call before it ends.
+// workerIdle is about how long a worker waits for another call before it
+// ends.
 const workerIdle = time.Second
 
 // workers run the scripts of a client that does not bound a call by its
@@ -15,7 +16,7 @@ const workerIdle = time.Second
 // call would cost more than the call's own work on the client side, most
 // of it growing the new goroutine's stack to go-redis's depth each time.
 // There are as many as there are calls at once, and each ends once idle
-// for workerIdle, or at close.
+// for about workerIdle, or at close.
 type workers struct {
 	tasks chan *task    // unbuffered: a send succeeds only when a worker waits
 	quit  chan struct{} // closed by stop
@@ -50,22 +51,29 @@ func (c *core) hand(t *task) {
 	}
 }
 
-// work runs t, then whatever other tasks come before it has been idle
-// for workerIdle or the core closes. Each task is a call that run counted
-// in c.wg.
+// work runs t, then whatever other tasks come until a whole tick of
+// workerIdle passes without one, or the core closes: it ends after
+// between one and two workerIdle idle, and resets no timer per task. Each
+// task is a call that run counted in c.wg.
 func (c *core) work(t *task) {
 	defer c.workers.wg.Done()
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
+	tick := time.NewTicker(workerIdle)
+	defer tick.Stop()
+	busy := true
 	for {
-		v, err := c.eval(t.ctx, t.keys, t.args)
-		t.done <- result{v, err}
-		c.wg.Done()
-		idle.Reset(workerIdle)
+		if t != nil {
+			v, err := c.eval(t.ctx, t.keys, t.args)
+			t.done <- result{v, err}
+			c.wg.Done()
+			busy = true
+		}
 		select {
 		case t = <-c.workers.tasks:
-		case <-idle.C:
-			return
+		case <-tick.C:
+			if !busy {
+				return
+			}
+			busy, t = false, nil
 		case <-c.workers.quit:
 			return
 		}
