@@ -46,7 +46,7 @@ func newCore(rdb redis.Scripter, cfg config) *core {
 	sum := sha1.Sum([]byte(budgetSource))
 	c := &core{rdb: rdb, sha: hex.EncodeToString(sum[:]), direct: honoursDeadline(rdb), cfg: cfg, lis: cfg.listener}
 	c.br.observer = cfg.observer
-	c.workers.init()
+	c.workers.init(rdb)
 	if c.lis == nil {
 		c.lis = newListener(rdb, cfg)
 		c.ownLis = true
