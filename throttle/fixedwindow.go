@@ -133,11 +133,10 @@ type fixedWindow struct {
 }
 
 type fixedState struct {
-	idx      int64 // the cursor: the window of the latest booking
-	cnt      int64 // units counted in window idx
-	spill    int64 // units of cnt booked in idx's last tol, which count in idx+1 too
-	floor    int64 // the latest slot booked; no slot goes below it
-	pausedAt int64 // when the key was last paused
+	idx   int64 // the cursor: the window of the latest booking
+	cnt   int64 // units counted in window idx
+	spill int64 // units of cnt booked in idx's last tol, which count in idx+1 too
+	floor int64 // the latest slot booked; no slot goes below it
 }
 
 // count returns the units counted in window j, which is not before the
@@ -192,7 +191,7 @@ func (f fixedWindow) book(s *fixedState, now, slot int64, n int) (aux int64, rem
 // them back would let a later caller book a slot before ones already
 // handed out.
 func (f fixedWindow) give(s *fixedState, now int64, b *mark, moved int64, latest bool) {
-	if usedBeforePause(b, moved, s.pausedAt) || f.g.index(b.slot) != s.idx {
+	if f.g.index(b.slot) != s.idx {
 		return
 	}
 	n := int64(b.n)
@@ -202,13 +201,6 @@ func (f fixedWindow) give(s *fixedState, now int64, b *mark, moved int64, latest
 	}
 }
 
-// usedBeforePause reports whether booking b, moved by pauses, was already
-// due when the latest pause began, so that the pause did not really move
-// it and its units are spent.
-func usedBeforePause(b *mark, moved, pausedAt int64) bool {
-	return moved > 0 && b.slot-moved <= pausedAt
-}
-
 // shift moves the units booked at or after now later by d, while windows
 // stay where they are. Units ahead in different windows are a window
 // apart, so each window still receives the units of at most one: the
@@ -216,7 +208,6 @@ func usedBeforePause(b *mark, moved, pausedAt int64) bool {
 // count, and the windows it skips count as full. Units booked before now
 // stay where they were.
 func (f fixedWindow) shift(s *fixedState, now, d int64) {
-	s.pausedAt = now
 	if s.floor < now {
 		return // nothing booked lies ahead
 	}

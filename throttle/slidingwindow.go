@@ -72,10 +72,9 @@ type logRun struct {
 // more after every dropped unit: they can never constrain a slot again,
 // even once a Cancel leaves fewer than limit units in the log.
 type logState struct {
-	runs     []logRun
-	base     int64 // units dropped from the front
-	floor    int64 // the latest slot booked; no slot goes below it
-	pausedAt int64 // when the key was last paused
+	runs  []logRun
+	base  int64 // units dropped from the front
+	floor int64 // the latest slot booked; no slot goes below it
 }
 
 func (s *logState) total() int64 {
@@ -139,9 +138,6 @@ func (l slidingLog) drop(s *logState, old func(logRun) bool) {
 // not later bookings exist; the floor keeps later slots from moving
 // back, and so keeps the units dropped from the log harmless.
 func (l slidingLog) give(s *logState, now int64, b *mark, moved int64, latest bool) {
-	if usedBeforePause(b, moved, s.pausedAt) {
-		return
-	}
 	i, found := slices.BinarySearchFunc(s.runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
 	if !found {
 		return
@@ -163,7 +159,6 @@ func (l slidingLog) give(s *logState, now int64, b *mark, moved int64, latest bo
 // now moves too: its caller may not have woken yet, and will follow the
 // pause.
 func (l slidingLog) shift(s *logState, now, d int64) {
-	s.pausedAt = now
 	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].at >= now })
 	for j := i; j < len(s.runs); j++ {
 		s.runs[j].at += d

@@ -73,12 +73,11 @@ type slidingCounter struct {
 }
 
 type counterState struct {
-	idx      int64 // the cursor: the window of the latest booking
-	cur      int64 // units in window idx
-	prev     int64 // units in window idx-1
-	floor    int64 // the latest slot booked; no slot goes below it
-	lag      int64 // how far pauses have moved this key's grid
-	pausedAt int64 // when the key was last paused
+	idx   int64 // the cursor: the window of the latest booking
+	cur   int64 // units in window idx
+	prev  int64 // units in window idx-1
+	floor int64 // the latest slot booked; no slot goes below it
+	lag   int64 // how far pauses have moved this key's grid
 }
 
 func (c slidingCounter) index(s *counterState, t int64) int64 { return c.g.index(t - s.lag) }
@@ -140,7 +139,7 @@ func (c slidingCounter) book(s *counterState, now, slot int64, n int) (aux int64
 // Units in an earlier window stay counted: later bookings were admitted
 // against that window's count.
 func (c slidingCounter) give(s *counterState, now int64, b *mark, moved int64, latest bool) {
-	if usedBeforePause(b, moved, s.pausedAt) || c.index(s, b.slot) != s.idx {
+	if c.index(s, b.slot) != s.idx {
 		return
 	}
 	s.cur -= min(int64(b.n), s.cur)
@@ -148,7 +147,6 @@ func (c slidingCounter) give(s *counterState, now int64, b *mark, moved int64, l
 
 // shift moves the key's grid, and every unit counted on it, later by d.
 func (c slidingCounter) shift(s *counterState, now, d int64) {
-	s.pausedAt = now
 	s.lag += d
 	s.floor += d
 }
