@@ -19,7 +19,7 @@ type lockable interface {
 type locked interface {
 	now() int64
 	earliest(from int64, n int) (slot, notBefore int64)
-	book(slot int64, n int, remaining *int) part
+	book(slot int64, n int, p *part) (remaining int)
 	left() int
 	unlock()
 }
@@ -127,7 +127,6 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 	}
 	if len(own) == 0 {
 		r.local.more = &more{ext: ext}
-		r.booking = &r.local
 		return r, nil
 	}
 	if err := bookTogether(ctx, own, key, n, maxWait, r); err != nil || !r.OK {
@@ -140,7 +139,6 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 		}
 		r.local.ext = ext
 	}
-	r.booking = &r.local
 	return r, nil
 }
 
@@ -206,18 +204,18 @@ func bookTogether(ctx context.Context, own []lockable, key string, n int, maxWai
 		return nil
 	}
 	r.Delay = time.Duration(delay)
-	for i, l := range held {
-		var left int
-		p := l.book(l.now()+delay, n, &left)
-		r.Remaining = minRemaining(r.Remaining, left)
-		if i == 0 {
-			r.local.one = p
-		} else {
-			if r.local.more == nil {
-				r.local.more = &more{parts: make([]part, 0, len(held)-1)}
-			}
-			r.local.parts = append(r.local.parts, p)
+	if len(held) > 1 {
+		if r.local.more == nil {
+			r.local.more = &more{}
 		}
+		r.local.parts = make([]part, len(held)-1)
+	}
+	for i, l := range held {
+		p := &r.local.one
+		if i > 0 {
+			p = &r.local.parts[i-1]
+		}
+		r.Remaining = minRemaining(r.Remaining, l.book(l.now()+delay, n, p))
 	}
 	return nil
 }

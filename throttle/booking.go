@@ -7,8 +7,8 @@ import (
 
 // handle is a key's state as seen from a booking on it.
 type handle interface {
-	wait(m *mark) time.Duration
-	give(m *mark)
+	wait(m mark) time.Duration
+	give(m mark)
 }
 
 // part is one booking on one key of one built-in limiter.
@@ -35,17 +35,17 @@ type more struct {
 func (b *localBooking) Until() time.Duration {
 	var d time.Duration
 	if b.one.h != nil {
-		d = b.one.h.wait(&b.one.m)
+		d = b.one.h.wait(b.one.m)
 	}
 	if b.more == nil {
 		return d
 	}
 	for i := range b.parts {
-		d = max(d, b.parts[i].h.wait(&b.parts[i].m))
+		d = max(d, b.parts[i].h.wait(b.parts[i].m))
 	}
 	for _, r := range b.ext {
-		if r.booking != nil {
-			d = max(d, r.booking.Until())
+		if r.held() {
+			d = max(d, r.until())
 		}
 	}
 	return d
@@ -55,13 +55,13 @@ func (b *localBooking) Until() time.Duration {
 // first error from a part outside this package.
 func (b *localBooking) Cancel(ctx context.Context) error {
 	if b.one.h != nil {
-		b.one.h.give(&b.one.m)
+		b.one.h.give(b.one.m)
 	}
 	if b.more == nil {
 		return nil
 	}
 	for i := range b.parts {
-		b.parts[i].h.give(&b.parts[i].m)
+		b.parts[i].h.give(b.parts[i].m)
 	}
 	var first error
 	for _, r := range b.ext {

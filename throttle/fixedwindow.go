@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -69,6 +70,12 @@ func (w *FixedWindow) Limit() int { return w.limit }
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return w.window }
 
+// Reserve implements [Limiter]. A caller that keeps the Reservation to
+// itself allocates nothing.
+func (w *FixedWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.reserve(ctx, key, n, maxWait, new(Reservation))
+}
+
 // checkWindow validates the arguments shared by the windowed limiters,
 // whose window is lengthened by tol.
 func checkWindow(limit int, window, tol time.Duration) error {
@@ -101,6 +108,21 @@ func (g grid) index(t int64) int64 { return floorDiv(t+g.phase, g.w) }
 
 // start returns where window i begins.
 func (g grid) start(i int64) int64 { return i*g.w - g.phase }
+
+// near returns index(t) for a t that usually lies in window i or the
+// one after it, as a key's next booking does next to its cursor, and then
+// spares the division.
+func (g grid) near(t, i int64) int64 {
+	if d := t - g.start(i); d >= 0 {
+		if d < g.w {
+			return i
+		}
+		if d-g.w < g.w {
+			return i + 1
+		}
+	}
+	return g.index(t)
+}
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
@@ -158,7 +180,7 @@ func (f fixedWindow) inTail(t int64) bool {
 
 func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notBefore int64) {
 	t := max(now, from, s.floor)
-	for j := max(f.g.index(t), s.idx); ; j++ {
+	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
 			return t, 0
 		}
@@ -171,7 +193,7 @@ func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notB
 }
 
 func (f fixedWindow) book(s *fixedState, now, slot int64, n int) (aux int64, remaining int) {
-	switch j := f.g.index(slot); {
+	switch j := f.g.near(slot, s.idx); {
 	case j == s.idx:
 		s.cnt += int64(n)
 	case j == s.idx+1:
@@ -190,8 +212,8 @@ func (f fixedWindow) book(s *fixedState, now, slot int64, n int) (aux int64, rem
 // Units in an earlier window stay spent: that window is full, and giving
 // them back would let a later caller book a slot before ones already
 // handed out.
-func (f fixedWindow) give(s *fixedState, now int64, b *mark, moved int64, latest bool) {
-	if f.g.index(b.slot) != s.idx {
+func (f fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
+	if f.g.near(b.slot, s.idx) != s.idx {
 		return
 	}
 	n := int64(b.n)

@@ -49,7 +49,7 @@ func (g gcra) book(s *gcraState, now, slot int64, n int) (aux int64, remaining i
 // how much of it they rely on: x/time/rate's rule (give back what the
 // span booked after it does not cover) over-admits once a later slot was
 // pushed past tat, or when two earlier bookings are cancelled in turn.
-func (g gcra) give(s *gcraState, now int64, b *mark, moved int64, latest bool) {
+func (g gcra) give(s *gcraState, now int64, b mark, moved int64, latest bool) {
 	if latest {
 		s.tat = min(s.tat, b.aux+moved)
 	}

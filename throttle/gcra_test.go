@@ -112,8 +112,8 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 				lk.unlock()
 				continue
 			}
-			var left int
-			p := lk.book(slot, n, &left)
+			var p part
+			lk.book(slot, n, &p)
 			lk.unlock()
 			books = append(books, &modelBooking{p: p, slot: slot, n: n, live: true})
 			log = append(log, fmt.Sprintf("at %d book %d at %d", now, n, slot))
@@ -123,7 +123,7 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 				continue
 			}
 			books[i].live = false
-			books[i].p.h.give(&books[i].p.m)
+			books[i].p.h.give(books[i].p.m)
 			log = append(log, fmt.Sprintf("at %d cancel #%d", now, i))
 		case op < 10:
 			d := rng.Int64N(5 * interval)
@@ -147,12 +147,12 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 		if b.live {
 			units[b.slot] += b.n
 			if b.slot > clock.Load() {
-				assert.Equal(t, b.slot-clock.Load(), int64(b.p.h.wait(&b.p.m)), "a sleeper follows pauses")
+				assert.Equal(t, b.slot-clock.Load(), int64(b.p.h.wait(b.p.m)), "a sleeper follows pauses")
 			}
 		}
 	}
 	for range 3 * burst {
-		r, err := l.Reserve(ctx, "k", 1, -1)
+		r, err := l.reserve(ctx, "k", 1, -1, new(Reservation))
 		require.NoError(t, err)
 		if r.OK {
 			units[clock.Load()+int64(r.Delay)]++

@@ -24,7 +24,7 @@ type algorithm[S any] interface {
 	// is not before now. moved is how far pauses have shifted it since it
 	// was made (b.slot already includes it). latest says no booking made
 	// after it still stands: every later one was given back in full.
-	give(s *S, now int64, b *mark, moved int64, latest bool)
+	give(s *S, now int64, b mark, moved int64, latest bool)
 	// shift moves everything booked after now later by d.
 	shift(s *S, now, d int64)
 	// fresh reports whether s holds nothing worth remembering at now.
@@ -161,8 +161,10 @@ func (k *keyed[S, A]) check(ctx context.Context, key string, n int) error {
 	return nil
 }
 
-// Reserve implements [Limiter].
-func (k *keyed[S, A]) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+// reserve fills in r, a zero Reservation, and returns it, for the
+// Reserve method of each limiter. Those are small enough to inline, so
+// that a caller that keeps its Reservation to itself allocates nothing.
+func (k *keyed[S, A]) reserve(ctx context.Context, key string, n int, maxWait time.Duration, r *Reservation) (*Reservation, error) {
 	if err := k.check(ctx, key, n); err != nil {
 		return nil, err
 	}
@@ -171,15 +173,14 @@ func (k *keyed[S, A]) Reserve(ctx context.Context, key string, n int, maxWait ti
 		return nil, err
 	}
 	defer e.mu.Unlock()
-	r := &Reservation{key: key}
+	r.key = key
 	slot, notBefore := k.alg.earliest(&e.s, now, e.until, n)
 	if wait := refusal(now, slot, decided(notBefore, e.until), maxWait); wait > 0 {
 		r.Delay, r.Remaining = time.Duration(wait), k.alg.left(&e.s, now)
 		return r, nil
 	}
 	r.OK, r.Delay = true, time.Duration(slot-now)
-	r.local.one = e.book(now, slot, n, &r.Remaining)
-	r.booking = &r.local
+	r.Remaining = e.book(now, slot, n, &r.local.one)
 	return r, nil
 }
 
@@ -204,12 +205,14 @@ func decided(notBefore, until int64) int64 {
 	return notBefore
 }
 
-// book records n units at slot. e.mu is held.
-func (e *entry[S, A]) book(now, slot int64, n int, remaining *int) part {
+// book records n units at slot in p, in place: p usually lies in a
+// Reservation. It returns what is left of the budget. e.mu is held.
+func (e *entry[S, A]) book(now, slot int64, n int, p *part) (remaining int) {
 	aux, left := e.lim.alg.book(&e.s, now, slot, n)
 	e.seq++
-	*remaining = left
-	return part{h: e, m: mark{slot: slot, n: n, aux: aux, seq: e.seq, shiftAt: e.moved}}
+	p.h = e
+	p.m = mark{slot: slot, n: n, aux: aux, seq: e.seq, shiftAt: e.moved}
+	return left
 }
 
 // AllowN implements [Allower]: it takes n units only if they are
@@ -261,10 +264,10 @@ func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) er
 }
 
 // wait implements handle.
-func (e *entry[S, A]) wait(m *mark) time.Duration {
+func (e *entry[S, A]) wait(m mark) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return time.Duration(e.slotOf(m) - e.tick())
+	return time.Duration(e.slotOf(&m) - e.tick())
 }
 
 // slotOf returns m's slot as pauses have moved it. A mark that was
@@ -281,21 +284,21 @@ func (e *entry[S, A]) slotOf(m *mark) int64 {
 }
 
 // give implements handle.
-func (e *entry[S, A]) give(m *mark) {
+func (e *entry[S, A]) give(m mark) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.dead {
 		return
 	}
-	b := *m
-	b.slot = e.slotOf(m)
+	b := m
+	b.slot = e.slotOf(&m)
 	delta := b.slot - m.slot
 	now := e.tick()
 	if b.slot < now {
 		return // the units have been used
 	}
 	latest := m.seq == e.seq
-	e.lim.alg.give(&e.s, now, &b, delta, latest)
+	e.lim.alg.give(&e.s, now, b, delta, latest)
 	if latest {
 		e.seq-- // gone in full, so the booking before it is the latest now
 	}
@@ -331,8 +334,8 @@ func (l *lockedEntry[S, A]) earliest(from int64, n int) (int64, int64) {
 	return slot, decided(notBefore, l.e.until)
 }
 
-func (l *lockedEntry[S, A]) book(slot int64, n int, remaining *int) part {
-	return l.e.book(l.at, slot, n, remaining)
+func (l *lockedEntry[S, A]) book(slot int64, n int, p *part) int {
+	return l.e.book(l.at, slot, n, p)
 }
 
 func (l *lockedEntry[S, A]) left() int { return l.e.lim.alg.left(&l.e.s, l.at) }

@@ -1,6 +1,10 @@
 package throttle
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // LeakyBucket lets units out evenly spaced at its rate, with no burst:
 // the leaky bucket as a queue. A caller that finds the line busy is given
@@ -42,3 +46,9 @@ func (b *LeakyBucket) Rate() Rate { return b.rate }
 
 // Capacity returns how many units may wait for a future slot.
 func (b *LeakyBucket) Capacity() int { return b.capacity }
+
+// Reserve implements [Limiter]. A caller that keeps the Reservation to
+// itself allocates nothing.
+func (b *LeakyBucket) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return b.reserve(ctx, key, n, maxWait, new(Reservation))
+}

@@ -55,10 +55,34 @@ type Reservation struct {
 	// report 0.
 	Remaining int
 
-	key     string // for errors; empty for limiters outside this package
-	booking Booking
-	local   localBooking // storage for built-in limiters, so Reserve allocates once
+	key     string       // for errors; empty for limiters outside this package
+	booking Booking      // set by limiters outside this package
+	local   localBooking // the booking of the built-in limiters
 	done    atomic.Bool  // set once Cancel has run or Wait has returned the units
+}
+
+// The methods below reach the booking without r ever holding a pointer
+// to itself, which would force every Reservation onto the heap: the
+// built-in limiters' Reserve is small enough to inline, so a caller that
+// keeps its Reservation local allocates nothing.
+
+// held reports whether r holds units that Wait and Cancel must deal with.
+func (r *Reservation) held() bool {
+	return r.booking != nil || r.local.one.h != nil || r.local.more != nil
+}
+
+func (r *Reservation) until() time.Duration {
+	if r.booking != nil {
+		return r.booking.Until()
+	}
+	return r.local.Until()
+}
+
+func (r *Reservation) release(ctx context.Context) error {
+	if r.booking != nil {
+		return r.booking.Cancel(ctx)
+	}
+	return r.local.Cancel(ctx)
 }
 
 // Wait sleeps until the units are the caller's, following any pause of
@@ -77,7 +101,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 	if !r.OK {
 		return &LimitError{Key: key, RetryAfter: r.Delay}
 	}
-	if r.booking == nil {
+	if !r.held() {
 		return ctx.Err()
 	}
 	var timer *time.Timer
@@ -87,7 +111,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 		}
 	}()
 	for {
-		d := r.booking.Until()
+		d := r.until()
 		if d <= 0 {
 			r.done.Store(true) // the slot is the caller's: nothing to give back
 			return nil
@@ -128,8 +152,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if !r.OK || r.booking == nil || !r.done.CompareAndSwap(false, true) {
+	if !r.OK || !r.held() || !r.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	return r.booking.Cancel(ctx)
+	return r.release(ctx)
 }

@@ -2,8 +2,8 @@ package throttle
 
 import (
 	"cmp"
+	"context"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -48,6 +48,12 @@ func (w *SlidingWindow) Limit() int { return w.limit }
 // tolerance.
 func (w *SlidingWindow) Window() time.Duration { return w.window }
 
+// Reserve implements [Limiter]. A caller that keeps the Reservation to
+// itself allocates nothing.
+func (w *SlidingWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.reserve(ctx, key, n, maxWait, new(Reservation))
+}
+
 // slidingLog is the arithmetic of SlidingWindow. A slot t admits n units
 // when the units in (t-w, t] plus n are at most limit; since no slot is
 // booked after t, that is when the (limit-n+1)-th newest unit lies at or
@@ -86,7 +92,7 @@ func (s *logState) total() int64 {
 
 // inWindow returns how many units in the log lie after t-w.
 func (l slidingLog) inWindow(s *logState, t int64) int64 {
-	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].at > t-l.w })
+	i := s.firstAfter(t - l.w)
 	before := s.base
 	if i > 0 {
 		before = s.runs[i-1].cum
@@ -94,35 +100,72 @@ func (l slidingLog) inWindow(s *logState, t int64) int64 {
 	return s.total() - before
 }
 
+// firstAfter returns the index of the first run whose slot is after t.
+// The searches here are written out: sort.Search's closure costs more
+// than the search on a hot path.
+func (s *logState) firstAfter(t int64) int {
+	if len(s.runs) == 0 || s.runs[0].at > t {
+		return 0 // the usual answer: book drops what fell out of the window
+	}
+	lo, hi := 1, len(s.runs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.runs[m].at > t {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// firstReaching returns the index of the first run holding unit number u
+// or a later one.
+func (s *logState) firstReaching(u int64) int {
+	lo, hi := 0, len(s.runs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.runs[m].cum >= u {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
 func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefore int64) {
 	slot = max(now, from, s.floor)
 	// Unit number u must lie at or before slot-w.
 	if u := s.total() - (l.limit - int64(n)); u > s.base {
-		i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].cum >= u })
-		slot = max(slot, s.runs[i].at+l.w)
+		slot = max(slot, s.runs[s.firstReaching(u)].at+l.w)
 	}
 	return slot, 0
 }
 
 func (l slidingLog) book(s *logState, now, slot int64, n int) (aux int64, remaining int) {
-	l.drop(s, func(r logRun) bool { return r.at+l.w <= now })
+	i := 0
+	for i < len(s.runs) && s.runs[i].at+l.w <= now {
+		i++ // out of the window for good
+	}
+	s.dropFront(i)
 	if k := len(s.runs) - 1; k >= 0 && s.runs[k].at == slot {
 		s.runs[k].cum += int64(n)
 	} else {
 		s.runs = append(s.runs, logRun{at: slot, cum: s.total() + int64(n)})
 	}
 	total := s.total()
-	l.drop(s, func(r logRun) bool { return total-r.cum >= l.limit })
+	i = 0
+	for i < len(s.runs) && total-s.runs[i].cum >= l.limit {
+		i++ // limit newer units follow
+	}
+	s.dropFront(i)
 	s.floor = slot
 	return 0, int(max(l.limit-l.inWindow(s, slot), 0))
 }
 
-// drop forgets runs from the front while old says they are not needed.
-func (l slidingLog) drop(s *logState, old func(logRun) bool) {
-	i := 0
-	for i < len(s.runs) && old(s.runs[i]) {
-		i++
-	}
+// dropFront forgets the first i runs.
+func (s *logState) dropFront(i int) {
 	if i == 0 {
 		return
 	}
@@ -137,7 +180,7 @@ func (l slidingLog) drop(s *logState, old func(logRun) bool) {
 // raises the count of any interval, so it gives back in full whether or
 // not later bookings exist; the floor keeps later slots from moving
 // back, and so keeps the units dropped from the log harmless.
-func (l slidingLog) give(s *logState, now int64, b *mark, moved int64, latest bool) {
+func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest bool) {
 	i, found := slices.BinarySearchFunc(s.runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
 	if !found {
 		return
@@ -159,8 +202,7 @@ func (l slidingLog) give(s *logState, now int64, b *mark, moved int64, latest bo
 // now moves too: its caller may not have woken yet, and will follow the
 // pause.
 func (l slidingLog) shift(s *logState, now, d int64) {
-	i := sort.Search(len(s.runs), func(i int) bool { return s.runs[i].at >= now })
-	for j := i; j < len(s.runs); j++ {
+	for j := s.firstAfter(now - 1); j < len(s.runs); j++ {
 		s.runs[j].at += d
 	}
 	if s.floor >= now {

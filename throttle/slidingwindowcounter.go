@@ -1,6 +1,9 @@
 package throttle
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SlidingWindowCounter approximates [SlidingWindow] with two counters per
 // key: the units of the current window of a fixed grid and of the one
@@ -66,6 +69,12 @@ func (w *SlidingWindowCounter) Limit() int { return w.limit }
 // tolerance.
 func (w *SlidingWindowCounter) Window() time.Duration { return w.window }
 
+// Reserve implements [Limiter]. A caller that keeps the Reservation to
+// itself allocates nothing.
+func (w *SlidingWindowCounter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.reserve(ctx, key, n, maxWait, new(Reservation))
+}
+
 // slidingCounter is the arithmetic of SlidingWindowCounter.
 type slidingCounter struct {
 	limit int64
@@ -80,7 +89,7 @@ type counterState struct {
 	lag   int64 // how far pauses have moved this key's grid
 }
 
-func (c slidingCounter) index(s *counterState, t int64) int64 { return c.g.index(t - s.lag) }
+func (c slidingCounter) index(s *counterState, t int64) int64 { return c.g.near(t-s.lag, s.idx) }
 
 func (c slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
 
@@ -113,8 +122,8 @@ func (c slidingCounter) earliest(s *counterState, now, from int64, n int) (slot,
 			t = c.start(s, j+1)
 			continue
 		}
-		if prev == 0 {
-			return t, 0
+		if prev <= room {
+			return t, 0 // n fits anywhere in window j
 		}
 		// n fits at e when prev×(w-1-e) <= room×w.
 		e := c.g.w - 1 - room*c.g.w/prev
@@ -138,7 +147,7 @@ func (c slidingCounter) book(s *counterState, now, slot int64, n int) (aux int64
 // give takes the units back only when they are in the cursor's window.
 // Units in an earlier window stay counted: later bookings were admitted
 // against that window's count.
-func (c slidingCounter) give(s *counterState, now int64, b *mark, moved int64, latest bool) {
+func (c slidingCounter) give(s *counterState, now int64, b mark, moved int64, latest bool) {
 	if c.index(s, b.slot) != s.idx {
 		return
 	}

@@ -1,7 +1,9 @@
 package throttle
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/egress-go/egress/internal/tolerance"
 )
@@ -46,3 +48,9 @@ func (b *TokenBucket) Rate() Rate { return b.rate }
 
 // Burst returns the bucket's size as configured, before any tolerance.
 func (b *TokenBucket) Burst() int { return b.burst }
+
+// Reserve implements [Limiter]. A caller that keeps the Reservation to
+// itself allocates nothing.
+func (b *TokenBucket) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return b.reserve(ctx, key, n, maxWait, new(Reservation))
+}

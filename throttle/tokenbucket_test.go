@@ -207,3 +207,23 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// A Reservation that stays with its caller lives on the caller's stack,
+// as x/time/rate's does: Reserve and Cancel allocate nothing.
+func TestReserveOnConcreteTypeDoesNotAllocate(t *testing.T) {
+	ctx := context.Background()
+	key := string([]byte("api.example.com")) // not a constant
+	tb := newTokenBucket(t, throttle.PerSecond(1e9), 1_000_000)
+	lb := newLeakyBucket(t, throttle.PerSecond(1e9), 1_000_000)
+	sw, err := throttle.NewSlidingWindow(1000, 10*time.Microsecond)
+	require.NoError(t, err)
+	check := func(r *throttle.Reservation, err error) {
+		if err == nil && r.OK {
+			_ = r.Cancel(ctx)
+		}
+	}
+	// Each call names its concrete type, so that Reserve is inlined.
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { check(tb.Reserve(ctx, key, 1, -1)) }), "TokenBucket")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { check(lb.Reserve(ctx, key, 1, -1)) }), "LeakyBucket")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { check(sw.Reserve(ctx, key, 1, -1)) }), "SlidingWindow")
+}
