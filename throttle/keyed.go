@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,9 +56,15 @@ type entry[S any, A algorithm[S]] struct {
 	moved  int64  // total shift applied by pauses
 	paused int64  // when the latest pause that shifted anything began
 	before int64  // moved, as it was before that pause
-	dead   bool   // dropped from the map; callers must look the key up again
 	s      S
 }
+
+// dead is the until of an entry dropped from the map: callers must look
+// the key up again. It is kept in until, not in a field of its own, so
+// that an entry stays within its allocation size class.
+const dead = math.MaxInt64
+
+func (e *entry[S, A]) isDead() bool { return e.until == dead }
 
 // keyed holds per-key state for one algorithm and implements Limiter,
 // Pauser and Allower on top of it.
@@ -93,7 +100,7 @@ func (k *keyed[S, A]) lock(key string) (*entry[S, A], int64, error) {
 			return nil, 0, err
 		}
 		e.mu.Lock()
-		if e.dead {
+		if e.isDead() {
 			e.mu.Unlock()
 			continue
 		}
@@ -141,7 +148,7 @@ func (k *keyed[S, A]) sweep() bool {
 		e := v.(*entry[S, A])
 		e.mu.Lock()
 		if e.until <= e.tick() && k.alg.fresh(&e.s, e.last) {
-			e.dead = true
+			e.until = dead
 			k.keys.CompareAndDelete(key, v)
 			k.count.Add(-1)
 		}
@@ -287,7 +294,7 @@ func (e *entry[S, A]) slotOf(m *mark) int64 {
 func (e *entry[S, A]) give(m mark) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.dead {
+	if e.isDead() {
 		return
 	}
 	b := m

@@ -77,25 +77,60 @@ type logRun struct {
 // Those limit+1 units span at least w, so the floor already lies w or
 // more after every dropped unit: they can never constrain a slot again,
 // even once a Cancel leaves fewer than limit units in the log.
+//
+// The runs are buf[head:]. Runs dropped from the front leave room that
+// push reuses, so a busy key's log settles into one array instead of
+// allocating as it slides.
 type logState struct {
-	runs  []logRun
+	buf   []logRun
+	head  int
 	base  int64 // units dropped from the front
 	floor int64 // the latest slot booked; no slot goes below it
 }
 
+func (s *logState) runs() []logRun { return s.buf[s.head:] }
+
 func (s *logState) total() int64 {
-	if len(s.runs) == 0 {
+	if s.head == len(s.buf) {
 		return s.base
 	}
-	return s.runs[len(s.runs)-1].cum
+	return s.buf[len(s.buf)-1].cum
+}
+
+// push appends r. When the array is full and at least half of it lies
+// before head, the runs move down; otherwise the array grows to twice the
+// runs. Either way each push copies O(1) runs on average.
+func (s *logState) push(r logRun) {
+	if len(s.buf) == cap(s.buf) && s.head > 0 {
+		if runs := s.runs(); 2*s.head >= len(s.buf) {
+			s.buf = append(s.buf[:0], runs...) // copy handles the overlap
+		} else {
+			s.buf = append(make([]logRun, 0, 2*len(runs)+1), runs...)
+		}
+		s.head = 0
+	}
+	s.buf = append(s.buf, r)
+}
+
+// dropFront forgets the first i runs.
+func (s *logState) dropFront(i int) {
+	if i == 0 {
+		return
+	}
+	s.head += i
+	s.base = s.buf[s.head-1].cum
+	if s.head == len(s.buf) {
+		s.buf, s.head = nil, 0 // let the memory go
+	}
 }
 
 // inWindow returns how many units in the log lie after t-w.
 func (l slidingLog) inWindow(s *logState, t int64) int64 {
-	i := s.firstAfter(t - l.w)
+	runs := s.runs()
+	i := firstAfter(runs, t-l.w)
 	before := s.base
 	if i > 0 {
-		before = s.runs[i-1].cum
+		before = runs[i-1].cum
 	}
 	return s.total() - before
 }
@@ -103,14 +138,14 @@ func (l slidingLog) inWindow(s *logState, t int64) int64 {
 // firstAfter returns the index of the first run whose slot is after t.
 // The searches here are written out: sort.Search's closure costs more
 // than the search on a hot path.
-func (s *logState) firstAfter(t int64) int {
-	if len(s.runs) == 0 || s.runs[0].at > t {
+func firstAfter(runs []logRun, t int64) int {
+	if len(runs) == 0 || runs[0].at > t {
 		return 0 // the usual answer: book drops what fell out of the window
 	}
-	lo, hi := 1, len(s.runs)
+	lo, hi := 1, len(runs)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s.runs[m].at > t {
+		if runs[m].at > t {
 			hi = m
 		} else {
 			lo = m + 1
@@ -121,11 +156,11 @@ func (s *logState) firstAfter(t int64) int {
 
 // firstReaching returns the index of the first run holding unit number u
 // or a later one.
-func (s *logState) firstReaching(u int64) int {
-	lo, hi := 0, len(s.runs)
+func firstReaching(runs []logRun, u int64) int {
+	lo, hi := 0, len(runs)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s.runs[m].cum >= u {
+		if runs[m].cum >= u {
 			hi = m
 		} else {
 			lo = m + 1
@@ -138,25 +173,28 @@ func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefo
 	slot = max(now, from, s.floor)
 	// Unit number u must lie at or before slot-w.
 	if u := s.total() - (l.limit - int64(n)); u > s.base {
-		slot = max(slot, s.runs[s.firstReaching(u)].at+l.w)
+		runs := s.runs()
+		slot = max(slot, runs[firstReaching(runs, u)].at+l.w)
 	}
 	return slot, 0
 }
 
 func (l slidingLog) book(s *logState, now, slot int64, n int) (aux int64, remaining int) {
+	runs := s.runs()
 	i := 0
-	for i < len(s.runs) && s.runs[i].at+l.w <= now {
+	for i < len(runs) && runs[i].at+l.w <= now {
 		i++ // out of the window for good
 	}
 	s.dropFront(i)
-	if k := len(s.runs) - 1; k >= 0 && s.runs[k].at == slot {
-		s.runs[k].cum += int64(n)
+	if k := len(s.buf) - 1; k >= s.head && s.buf[k].at == slot {
+		s.buf[k].cum += int64(n)
 	} else {
-		s.runs = append(s.runs, logRun{at: slot, cum: s.total() + int64(n)})
+		s.push(logRun{at: slot, cum: s.total() + int64(n)})
 	}
 	total := s.total()
+	runs = s.runs()
 	i = 0
-	for i < len(s.runs) && total-s.runs[i].cum >= l.limit {
+	for i < len(runs) && total-runs[i].cum >= l.limit {
 		i++ // limit newer units follow
 	}
 	s.dropFront(i)
@@ -164,37 +202,29 @@ func (l slidingLog) book(s *logState, now, slot int64, n int) (aux int64, remain
 	return 0, int(max(l.limit-l.inWindow(s, slot), 0))
 }
 
-// dropFront forgets the first i runs.
-func (s *logState) dropFront(i int) {
-	if i == 0 {
-		return
-	}
-	s.base = s.runs[i-1].cum
-	s.runs = s.runs[i:]
-	if len(s.runs) == 0 {
-		s.runs = nil // let the memory go
-	}
-}
-
 // give takes booking b's units out of the log. Removing units never
 // raises the count of any interval, so it gives back in full whether or
 // not later bookings exist; the floor keeps later slots from moving
 // back, and so keeps the units dropped from the log harmless.
 func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest bool) {
-	i, found := slices.BinarySearchFunc(s.runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
+	runs := s.runs()
+	i, found := slices.BinarySearchFunc(runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
 	if !found {
 		return
 	}
 	before := s.base
 	if i > 0 {
-		before = s.runs[i-1].cum
+		before = runs[i-1].cum
 	}
-	take := min(int64(b.n), s.runs[i].cum-before)
-	for j := i; j < len(s.runs); j++ {
-		s.runs[j].cum -= take
+	take := min(int64(b.n), runs[i].cum-before)
+	for j := i; j < len(runs); j++ {
+		runs[j].cum -= take
 	}
-	if s.runs[i].cum == before {
-		s.runs = slices.Delete(s.runs, i, i+1)
+	if runs[i].cum == before {
+		s.buf = slices.Delete(s.buf, s.head+i, s.head+i+1)
+		if s.head == len(s.buf) {
+			s.buf, s.head = nil, 0
+		}
 	}
 }
 
@@ -202,8 +232,9 @@ func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest boo
 // now moves too: its caller may not have woken yet, and will follow the
 // pause.
 func (l slidingLog) shift(s *logState, now, d int64) {
-	for j := s.firstAfter(now - 1); j < len(s.runs); j++ {
-		s.runs[j].at += d
+	runs := s.runs()
+	for j := firstAfter(runs, now-1); j < len(runs); j++ {
+		runs[j].at += d
 	}
 	if s.floor >= now {
 		s.floor += d
@@ -211,8 +242,9 @@ func (l slidingLog) shift(s *logState, now, d int64) {
 }
 
 func (l slidingLog) fresh(s *logState, now int64) bool {
-	k := len(s.runs) - 1
-	return s.floor <= now && (k < 0 || s.runs[k].at+l.w <= now)
+	runs := s.runs()
+	k := len(runs) - 1
+	return s.floor <= now && (k < 0 || runs[k].at+l.w <= now)
 }
 
 func (l slidingLog) left(s *logState, now int64) int {
