@@ -19,6 +19,12 @@
 // blocking and non-blocking ways to take units; [Limiter.Reserve] is the
 // primitive both are built on.
 //
+// Reserve on a limiter of this package, called on its own type (say a
+// *TokenBucket), is small enough to inline, so a Reservation that does
+// not outlive its caller stays on the caller's stack and costs no
+// allocation, as with x/time/rate. Through the Limiter interface it costs
+// one. [Allow] allocates nothing either way.
+//
 // When the limit is an upstream's published limit, add
 // WithTolerance(DefaultTolerance), so that jitter on the way does not
 // push requests over it. To share a budget between processes, use the

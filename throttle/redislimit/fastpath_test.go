@@ -100,8 +100,12 @@ func TestTokenBucketFastPath(t *testing.T) {
 				if a, ok := replies[0].([]any); ok && op == "r" && len(specs) == 1 && a[0] == int64(1) {
 					last = a
 				}
+				// Each side reads TIME itself and rounds its TTL up to a
+				// millisecond, and each PTTL is read a moment apart in
+				// whole milliseconds: on a loaded machine they can differ
+				// by 2 ms while following one rule.
 				for j := range ttls[0] {
-					assert.InDelta(t, ttls[1][j].Val(), ttls[0][j].Val(), float64(time.Millisecond), "step %d: TTL of part %d", step, j)
+					assert.InDelta(t, ttls[1][j].Val(), ttls[0][j].Val(), float64(3*time.Millisecond), "step %d: TTL of part %d", step, j)
 				}
 				for _, suffix := range []string{"pause", one[0].suffix} {
 					fast, general := prefixes[0]+"{k}:"+suffix, prefixes[1]+"{k}:"+suffix

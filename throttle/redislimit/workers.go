@@ -18,9 +18,9 @@ const workerIdle = time.Second
 // while the call goes on. They outlive a call: a goroutine started per
 // call would cost more than the call's own work on the client side, most
 // of it growing the new goroutine's stack to go-redis's depth each time.
-// A call goes to an idle worker, else queues for a busy one, which sends
-// what queued while it was busy in one pipeline (one round trip, each
-// call still one script), else starts a worker. Each ends once idle for
+// A call goes to an idle worker, else starts one until inFlight are
+// busy, else queues for a busy one, which sends what queued while it was
+// busy in one pipeline (one round trip, each call still one script). Each ends once idle for
 // about workerIdle, or at close.
 type workers struct {
 	tasks chan *task    // unbuffered: a send succeeds only when a worker waits
@@ -41,6 +41,11 @@ type pipeliner interface {
 
 // maxBatch bounds the tasks one pipeline carries.
 const maxBatch = 64
+
+// inFlight is how many workers a busy client keeps before calls queue
+// for a pipeline: while one waits for its replies, another gathers the
+// next batch, so neither Redis nor the client sits idle.
+const inFlight = 4
 
 // task is one script run handed to a worker.
 type task struct {
@@ -63,15 +68,16 @@ func (w *workers) init(rdb redis.Scripter) {
 	w.pipe, _ = rdb.(pipeliner)
 }
 
-// hand gives t to an idle worker, or queues it for a busy one's next
-// pipeline, or starts a new worker when neither can take it.
+// hand gives t to an idle worker, or starts a new one while fewer than
+// inFlight live, or queues t for a busy one's next pipeline; it starts a
+// worker too when the queue is full.
 func (c *core) hand(t *task) {
 	select {
 	case c.workers.tasks <- t:
 		return
 	default:
 	}
-	if c.workers.pipe != nil && c.loaded.Load() && c.workers.live.Load() > 0 {
+	if c.workers.pipe != nil && c.loaded.Load() && c.workers.live.Load() >= inFlight {
 		select {
 		case c.workers.queue <- t:
 			if c.workers.live.Load() == 0 {
