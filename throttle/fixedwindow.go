@@ -192,7 +192,7 @@ func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notB
 	}
 }
 
-func (f fixedWindow) book(s *fixedState, now, slot int64, n int) (aux int64, remaining int) {
+func (f fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux int64, remaining int) {
 	switch j := f.g.near(slot, s.idx); {
 	case j == s.idx:
 		s.cnt += int64(n)

@@ -29,9 +29,12 @@ func (g gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore in
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g gcra) book(s *gcraState, now, slot int64, n int) (aux int64, remaining int) {
+func (g gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
+	if !tally {
+		return before, 0
+	}
 	ahead := g.burst
 	from := slot
 	if g.queue > 0 {

@@ -19,8 +19,9 @@ type algorithm[S any] interface {
 	// paused, decisions are taken as of the pause's end (see decided).
 	earliest(s *S, now, from int64, n int) (slot, notBefore int64)
 	// book takes n units at slot. aux is kept with the booking and handed
-	// back to give; remaining is what is left of the budget at slot.
-	book(s *S, now, slot int64, n int) (aux int64, remaining int)
+	// back to give; remaining is what is left of the budget at slot, or 0
+	// unless tally is set: Allow has no use for it.
+	book(s *S, now, slot int64, n int, tally bool) (aux int64, remaining int)
 	// give returns what can safely be returned of booking b, whose slot
 	// is not before now. moved is how far pauses have shifted it since it
 	// was made (b.slot already includes it). latest says no booking made
@@ -215,7 +216,7 @@ func decided(notBefore, until int64) int64 {
 // book records n units at slot in p, in place: p usually lies in a
 // Reservation. It returns what is left of the budget. e.mu is held.
 func (e *entry[S, A]) book(now, slot int64, n int, p *part) (remaining int) {
-	aux, left := e.lim.alg.book(&e.s, now, slot, n)
+	aux, left := e.lim.alg.book(&e.s, now, slot, n, true)
 	e.seq++
 	p.h = e
 	p.m = mark{slot: slot, n: n, aux: aux, seq: e.seq, shiftAt: e.moved}
@@ -237,7 +238,7 @@ func (k *keyed[S, A]) AllowN(ctx context.Context, key string, n int) (bool, erro
 	if slot > now || notBefore > now {
 		return false, nil
 	}
-	k.alg.book(&e.s, now, slot, n)
+	k.alg.book(&e.s, now, slot, n, false)
 	e.seq++
 	return true, nil
 }

@@ -179,7 +179,7 @@ func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefo
 	return slot, 0
 }
 
-func (l slidingLog) book(s *logState, now, slot int64, n int) (aux int64, remaining int) {
+func (l slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	runs := s.runs()
 	i := 0
 	for i < len(runs) && runs[i].at+l.w <= now {
@@ -199,6 +199,9 @@ func (l slidingLog) book(s *logState, now, slot int64, n int) (aux int64, remain
 	}
 	s.dropFront(i)
 	s.floor = slot
+	if !tally {
+		return 0, 0
+	}
 	return 0, int(max(l.limit-l.inWindow(s, slot), 0))
 }
 

@@ -131,7 +131,7 @@ func (c slidingCounter) earliest(s *counterState, now, from int64, n int) (slot,
 	}
 }
 
-func (c slidingCounter) book(s *counterState, now, slot int64, n int) (aux int64, remaining int) {
+func (c slidingCounter) book(s *counterState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	switch j := c.index(s, slot); {
 	case j <= s.idx:
 		s.cur += int64(n)
@@ -141,6 +141,9 @@ func (c slidingCounter) book(s *counterState, now, slot int64, n int) (aux int64
 		s.idx, s.prev, s.cur = j, 0, int64(n)
 	}
 	s.floor = slot
+	if !tally {
+		return 0, 0
+	}
 	return 0, int(max(c.limit-c.used(s, slot), 0))
 }
 
