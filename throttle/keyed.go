@@ -76,7 +76,7 @@ type keyed[S any, A algorithm[S]] struct {
 	tl      timeline
 	maxKeys int64
 
-	keys    sync.Map // string -> *entry[S, A]
+	keys    keymap[entry[S, A]]
 	count   atomic.Int64
 	sweepMu sync.Mutex
 }
@@ -95,15 +95,15 @@ func newKeyed[S any, A algorithm[S]](alg A, maxN int, c config) *keyed[S, A] {
 
 // lock returns key's entry, locked, and the current time on it.
 func (k *keyed[S, A]) lock(key string) (*entry[S, A], int64, error) {
-	for {
-		e, err := k.load(key)
+	for fresh := false; ; fresh = true {
+		e, err := k.load(key, fresh)
 		if err != nil {
 			return nil, 0, err
 		}
 		e.mu.Lock()
 		if e.isDead() {
 			e.mu.Unlock()
-			continue
+			continue // a sweep dropped it: look again past the lock-free map
 		}
 		return e, e.tick(), nil
 	}
@@ -117,9 +117,9 @@ func (e *entry[S, A]) tick() int64 {
 	return e.last
 }
 
-func (k *keyed[S, A]) load(key string) (*entry[S, A], error) {
-	if v, ok := k.keys.Load(key); ok {
-		return v.(*entry[S, A]), nil
+func (k *keyed[S, A]) load(key string, fresh bool) (*entry[S, A], error) {
+	if e, ok := k.keys.load(key, fresh); ok {
+		return e, nil
 	}
 	// Take a place under the cap before storing, so that callers adding
 	// keys at once cannot overshoot it.
@@ -129,12 +129,11 @@ func (k *keyed[S, A]) load(key string) (*entry[S, A], error) {
 			return nil, fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, k.maxKeys)
 		}
 	}
-	e := &entry[S, A]{lim: k}
-	v, loaded := k.keys.LoadOrStore(key, e)
+	e, loaded := k.keys.loadOrStore(key, &entry[S, A]{lim: k})
 	if loaded {
 		k.count.Add(-1)
 	}
-	return v.(*entry[S, A]), nil
+	return e, nil
 }
 
 // sweep drops every fresh key and reports whether there is room now.
@@ -145,17 +144,17 @@ func (k *keyed[S, A]) sweep() bool {
 	if k.count.Load() < k.maxKeys {
 		return true // another sweep made room meanwhile
 	}
-	k.keys.Range(func(key, v any) bool {
-		e := v.(*entry[S, A])
+	var gone []string
+	for key, e := range k.keys.snapshot() {
 		e.mu.Lock()
 		if e.until <= e.tick() && k.alg.fresh(&e.s, e.last) {
 			e.until = dead
-			k.keys.CompareAndDelete(key, v)
-			k.count.Add(-1)
+			gone = append(gone, key)
 		}
 		e.mu.Unlock()
-		return true
-	})
+	}
+	k.keys.delete(gone)
+	k.count.Add(-int64(len(gone)))
 	return k.count.Load() < k.maxKeys
 }
 

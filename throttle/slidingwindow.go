@@ -119,10 +119,25 @@ func (s *logState) dropFront(i int) {
 	}
 	s.head += i
 	s.base = s.buf[s.head-1].cum
-	if s.head == len(s.buf) {
-		s.buf, s.head = nil, 0 // let the memory go
+	s.trim()
+}
+
+// trim empties buf once every run is gone. A small array stays for the
+// key's next booking; a large one goes.
+func (s *logState) trim() {
+	if s.head < len(s.buf) {
+		return
+	}
+	s.head = 0
+	if cap(s.buf) <= keptRuns {
+		s.buf = s.buf[:0]
+	} else {
+		s.buf = nil
 	}
 }
+
+// keptRuns is the most runs an empty log keeps room for.
+const keptRuns = 4
 
 // inWindow returns how many units in the log lie after t-w.
 func (l slidingLog) inWindow(s *logState, t int64) int64 {
@@ -225,9 +240,7 @@ func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest boo
 	}
 	if runs[i].cum == before {
 		s.buf = slices.Delete(s.buf, s.head+i, s.head+i+1)
-		if s.head == len(s.buf) {
-			s.buf, s.head = nil, 0
-		}
+		s.trim()
 	}
 }
 

@@ -1,0 +1,129 @@
+package throttle
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// keymap maps keys to their state, tuned for what a limiter does: look up
+// the same keys over and over, and add or drop one now and then.
+//
+// Known keys are found in read, a map that is never written once
+// published, so a lookup takes no lock and writes nothing shared. New
+// keys go to dirty under mu; dirty, when not nil, holds every key. Once
+// lookups have missed read as many times as dirty holds keys, dirty is
+// published as the new read: copying the keys into dirty again later
+// costs no more than those misses did. It is sync.Map's classic design
+// with string keys, which hash and compare without going through an
+// interface, and cost a plain map slot each.
+type keymap[V any] struct {
+	read   atomic.Pointer[map[string]*V]
+	mu     sync.Mutex
+	dirty  map[string]*V
+	misses int
+}
+
+// load returns key's value. Unless fresh is set it looks in read first;
+// fresh asks for the latest answer, for a caller that found read's stale.
+func (m *keymap[V]) load(key string, fresh bool) (*V, bool) {
+	if !fresh {
+		if r := m.read.Load(); r != nil {
+			if v, ok := (*r)[key]; ok {
+				return v, true
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.latest(key)
+	m.missed()
+	return v, ok
+}
+
+// loadOrStore returns key's value, storing v first if key has none. It
+// reports whether the value was already there.
+func (m *keymap[V]) loadOrStore(key string, v *V) (*V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.latest(key); ok {
+		return old, true
+	}
+	m.writable()[key] = v
+	return v, false
+}
+
+// snapshot returns every key and value as of now, in a map the caller
+// must not write.
+func (m *keymap[V]) snapshot() map[string]*V {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.publish()
+	if r := m.read.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
+
+// delete drops keys, and publishes the result at once, so that no lookup
+// finds them in read afterwards.
+func (m *keymap[V]) delete(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.writable()
+	for _, key := range keys {
+		delete(d, key)
+	}
+	m.publish()
+}
+
+// latest looks key up in dirty, which holds every key when it exists,
+// else in read. m.mu is held.
+func (m *keymap[V]) latest(key string) (*V, bool) {
+	if m.dirty != nil {
+		v, ok := m.dirty[key]
+		return v, ok
+	}
+	if r := m.read.Load(); r != nil {
+		v, ok := (*r)[key]
+		return v, ok
+	}
+	return nil, false
+}
+
+// writable returns dirty, first copying read into it if there is none.
+// m.mu is held.
+func (m *keymap[V]) writable() map[string]*V {
+	if m.dirty == nil {
+		var r map[string]*V
+		if p := m.read.Load(); p != nil {
+			r = *p
+		}
+		m.dirty = make(map[string]*V, len(r)+1)
+		for k, v := range r {
+			m.dirty[k] = v
+		}
+	}
+	return m.dirty
+}
+
+// missed counts a lookup that read could not answer, and publishes dirty
+// once the misses have paid for copying it. m.mu is held.
+func (m *keymap[V]) missed() {
+	m.misses++
+	if m.dirty != nil && m.misses >= len(m.dirty) {
+		m.publish()
+	}
+}
+
+// publish makes dirty the new read. m.mu is held.
+func (m *keymap[V]) publish() {
+	if m.dirty == nil {
+		return
+	}
+	d := m.dirty
+	m.read.Store(&d)
+	m.dirty, m.misses = nil, 0
+}

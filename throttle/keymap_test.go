@@ -1,0 +1,83 @@
+package throttle
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKeymap(t *testing.T) {
+	var m keymap[int]
+	_, ok := m.load("a", false)
+	assert.False(t, ok, "empty")
+
+	one, two := new(int), new(int)
+	got, loaded := m.loadOrStore("a", one)
+	assert.False(t, loaded)
+	assert.Same(t, one, got)
+	got, loaded = m.loadOrStore("a", two)
+	assert.True(t, loaded, "the first value stays")
+	assert.Same(t, one, got)
+
+	// A miss on read publishes dirty, and read answers from then on.
+	got, ok = m.load("a", false)
+	require.True(t, ok)
+	assert.Same(t, one, got)
+	require.NotNil(t, m.read.Load())
+	assert.Nil(t, m.dirty, "published")
+	assert.Same(t, one, (*m.read.Load())["a"])
+
+	m.loadOrStore("b", two)
+	assert.Len(t, m.snapshot(), 2)
+
+	m.delete([]string{"a"})
+	_, ok = m.load("a", false)
+	assert.False(t, ok, "deleted keys leave read too")
+	got, ok = m.load("b", true)
+	require.True(t, ok)
+	assert.Same(t, two, got)
+}
+
+// TestKeymapConcurrent races lookups, inserts and deletes: every key
+// stored and not deleted is found, with the value first stored.
+func TestKeymapConcurrent(t *testing.T) {
+	var m keymap[int]
+	const keys = 2000
+	vals := make([]*int, keys)
+	for i := range vals {
+		vals[i] = new(int)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range keys {
+				k := (i*7 + g*131) % keys
+				got, _ := m.loadOrStore(strconv.Itoa(k), vals[k])
+				assert.Same(t, vals[k], got)
+				got, ok := m.load(strconv.Itoa(k), false)
+				assert.True(t, ok)
+				assert.Same(t, vals[k], got)
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			_ = len(m.snapshot())
+		}
+	})
+	wg.Wait()
+	assert.Len(t, m.snapshot(), keys)
+
+	var gone []string
+	for k := range keys / 2 {
+		gone = append(gone, strconv.Itoa(k))
+	}
+	m.delete(gone)
+	for k := range keys {
+		_, ok := m.load(strconv.Itoa(k), false)
+		assert.Equal(t, k >= keys/2, ok, "key %d", k)
+	}
+}
