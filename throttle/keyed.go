@@ -144,17 +144,18 @@ func (k *keyed[S, A]) sweep() bool {
 	if k.count.Load() < k.maxKeys {
 		return true // another sweep made room meanwhile
 	}
-	var gone []string
 	for key, e := range k.keys.snapshot() {
 		e.mu.Lock()
 		if e.until <= e.tick() && k.alg.fresh(&e.s, e.last) {
+			// Marked and dropped under e.mu: a caller that finds the
+			// entry dead looks again and no longer finds it.
 			e.until = dead
-			gone = append(gone, key)
+			k.keys.drop(key)
+			k.count.Add(-1)
 		}
 		e.mu.Unlock()
 	}
-	k.keys.delete(gone)
-	k.count.Add(-int64(len(gone)))
+	k.keys.settle()
 	return k.count.Load() < k.maxKeys
 }
 

@@ -64,18 +64,18 @@ func (m *keymap[V]) snapshot() map[string]*V {
 	return nil
 }
 
-// delete drops keys, and publishes the result at once, so that no lookup
-// finds them in read afterwards.
-func (m *keymap[V]) delete(keys []string) {
-	if len(keys) == 0 {
-		return
-	}
+// drop deletes key. Lookups that ask for fresh answers miss it at once;
+// read forgets it at the next publish.
+func (m *keymap[V]) drop(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.writable()
-	for _, key := range keys {
-		delete(d, key)
-	}
+	delete(m.writable(), key)
+}
+
+// settle publishes what changed, so that read answers it again.
+func (m *keymap[V]) settle() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.publish()
 }
 

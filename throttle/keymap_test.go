@@ -33,9 +33,12 @@ func TestKeymap(t *testing.T) {
 	m.loadOrStore("b", two)
 	assert.Len(t, m.snapshot(), 2)
 
-	m.delete([]string{"a"})
+	m.drop("a")
+	_, ok = m.load("a", true)
+	assert.False(t, ok, "a fresh lookup misses a dropped key at once")
+	m.settle()
 	_, ok = m.load("a", false)
-	assert.False(t, ok, "deleted keys leave read too")
+	assert.False(t, ok, "dropped keys leave read once settled")
 	got, ok = m.load("b", true)
 	require.True(t, ok)
 	assert.Same(t, two, got)
@@ -71,11 +74,10 @@ func TestKeymapConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Len(t, m.snapshot(), keys)
 
-	var gone []string
 	for k := range keys / 2 {
-		gone = append(gone, strconv.Itoa(k))
+		m.drop(strconv.Itoa(k))
 	}
-	m.delete(gone)
+	m.settle()
 	for k := range keys {
 		_, ok := m.load(strconv.Itoa(k), false)
 		assert.Equal(t, k >= keys/2, ok, "key %d", k)

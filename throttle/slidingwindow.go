@@ -119,24 +119,28 @@ func (s *logState) dropFront(i int) {
 	}
 	s.head += i
 	s.base = s.buf[s.head-1].cum
-	s.trim()
+	s.trim(i)
 }
 
-// trim empties buf once every run is gone. A small array stays for the
-// key's next booking; a large one goes.
-func (s *logState) trim() {
+// trim empties buf once every run is gone, the last dropped runs at
+// once. The array stays for the key's next booking unless it is far
+// larger than they needed: a key whose whole window went by between two
+// bookings, as a pause of the process can make happen, must not grow its
+// log from nothing each time.
+func (s *logState) trim(dropped int) {
 	if s.head < len(s.buf) {
 		return
 	}
 	s.head = 0
-	if cap(s.buf) <= keptRuns {
+	if cap(s.buf) <= 4*dropped+keptRuns {
 		s.buf = s.buf[:0]
 	} else {
 		s.buf = nil
 	}
 }
 
-// keptRuns is the most runs an empty log keeps room for.
+// keptRuns is the room an emptied log keeps beyond what trim's rule
+// allows.
 const keptRuns = 4
 
 // inWindow returns how many units in the log lie after t-w.
@@ -240,7 +244,7 @@ func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest boo
 	}
 	if runs[i].cum == before {
 		s.buf = slices.Delete(s.buf, s.head+i, s.head+i+1)
-		s.trim()
+		s.trim(1)
 	}
 }
 
