@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -27,10 +28,8 @@ type keymap[V any] struct {
 // fresh asks for the latest answer, for a caller that found read's stale.
 func (m *keymap[V]) load(key string, fresh bool) (*V, bool) {
 	if !fresh {
-		if r := m.read.Load(); r != nil {
-			if v, ok := (*r)[key]; ok {
-				return v, true
-			}
+		if v, ok := m.current()[key]; ok {
+			return v, true
 		}
 	}
 	m.mu.Lock()
@@ -58,10 +57,7 @@ func (m *keymap[V]) snapshot() map[string]*V {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.publish()
-	if r := m.read.Load(); r != nil {
-		return *r
-	}
-	return nil
+	return m.current()
 }
 
 // drop deletes key. Lookups that ask for fresh answers miss it at once;
@@ -86,24 +82,25 @@ func (m *keymap[V]) latest(key string) (*V, bool) {
 		v, ok := m.dirty[key]
 		return v, ok
 	}
+	v, ok := m.current()[key]
+	return v, ok
+}
+
+// current returns read, or nil before anything was published.
+func (m *keymap[V]) current() map[string]*V {
 	if r := m.read.Load(); r != nil {
-		v, ok := (*r)[key]
-		return v, ok
+		return *r
 	}
-	return nil, false
+	return nil
 }
 
 // writable returns dirty, first copying read into it if there is none.
 // m.mu is held.
 func (m *keymap[V]) writable() map[string]*V {
 	if m.dirty == nil {
-		var r map[string]*V
-		if p := m.read.Load(); p != nil {
-			r = *p
-		}
-		m.dirty = make(map[string]*V, len(r)+1)
-		for k, v := range r {
-			m.dirty[k] = v
+		m.dirty = maps.Clone(m.current())
+		if m.dirty == nil {
+			m.dirty = map[string]*V{}
 		}
 	}
 	return m.dirty
