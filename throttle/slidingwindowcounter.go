@@ -39,7 +39,7 @@ import (
 //
 // A SlidingWindowCounter is safe for concurrent use.
 type SlidingWindowCounter struct {
-	*keyed[counterState, slidingCounter]
+	*keyed[counterState, *slidingCounter]
 	limit  int
 	window time.Duration
 }
@@ -57,7 +57,7 @@ func NewSlidingWindowCounter(limit int, window time.Duration, opts ...Option) (*
 		return nil, err
 	}
 	w := int64(window + c.tolerance)
-	k := newKeyed(slidingCounter{limit: int64(limit), g: grid{w: w}}, limit, c)
+	k := newKeyed(&slidingCounter{limit: int64(limit), g: grid{w: w}, per: newDivisor(w)}, limit, c)
 	k.alg.g.phase = floorMod(k.tl.unixNano(0), w)
 	return &SlidingWindowCounter{keyed: k, limit: limit, window: window}, nil
 }
@@ -79,6 +79,7 @@ func (w *SlidingWindowCounter) Reserve(ctx context.Context, key string, n int, m
 type slidingCounter struct {
 	limit int64
 	g     grid
+	per   divisor // by g.w
 }
 
 type counterState struct {
@@ -89,13 +90,13 @@ type counterState struct {
 	lag   int64 // how far pauses have moved this key's grid
 }
 
-func (c slidingCounter) index(s *counterState, t int64) int64 { return c.g.near(t-s.lag, s.idx) }
+func (c *slidingCounter) index(s *counterState, t int64) int64 { return c.g.near(t-s.lag, s.idx) }
 
-func (c slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
+func (c *slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
 
 // counts returns the units in window j, which is not before the cursor's,
 // and in the window before it.
-func (c slidingCounter) counts(s *counterState, j int64) (cur, prev int64) {
+func (c *slidingCounter) counts(s *counterState, j int64) (cur, prev int64) {
 	switch j {
 	case s.idx:
 		return s.cur, s.prev
@@ -106,37 +107,14 @@ func (c slidingCounter) counts(s *counterState, j int64) (cur, prev int64) {
 }
 
 // used returns the estimate at t, rounded up: cur + ⌈prev×(w-1-e)/w⌉.
-func (c slidingCounter) used(s *counterState, t int64) int64 {
+func (c *slidingCounter) used(s *counterState, t int64) int64 {
 	j := max(c.index(s, t), s.idx)
 	cur, prev := c.counts(s, j)
 	rest := c.g.w - 1 - max(t-c.start(s, j), 0)
-	return cur + ceilDiv(prev*rest, c.g.w)
+	return cur + c.per.ceil(prev*rest)
 }
 
-// ceilDiv returns ⌈a/b⌉ for 0 <= a and 0 < b. Below 2⁵³ both are exact
-// as float64, whose division, with one correction for its rounding, is
-// several times cheaper than a 64-bit integer division on common CPUs.
-func ceilDiv(a, b int64) int64 {
-	if a == 0 {
-		return 0
-	}
-	if a >= 1<<53 || b >= 1<<53 {
-		return (a-1)/b + 1
-	}
-	q := int64(float64(a) / float64(b))
-	switch r := a - q*b; {
-	case r < 0:
-		q-- // the quotient was rounded up to an integer
-	case r >= b:
-		q++
-	}
-	if q*b < a {
-		q++
-	}
-	return q
-}
-
-func (c slidingCounter) earliest(s *counterState, now, from int64, n int) (slot, notBefore int64) {
+func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) (slot, notBefore int64) {
 	t := max(now, from, s.floor)
 	for j := max(c.index(s, t), s.idx); ; j++ {
 		cur, prev := c.counts(s, j)
@@ -154,7 +132,7 @@ func (c slidingCounter) earliest(s *counterState, now, from int64, n int) (slot,
 	}
 }
 
-func (c slidingCounter) book(s *counterState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (c *slidingCounter) book(s *counterState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	switch j := c.index(s, slot); {
 	case j <= s.idx:
 		s.cur += int64(n)
@@ -173,7 +151,7 @@ func (c slidingCounter) book(s *counterState, now, slot int64, n int, tally bool
 // give takes the units back only when they are in the cursor's window.
 // Units in an earlier window stay counted: later bookings were admitted
 // against that window's count.
-func (c slidingCounter) give(s *counterState, now int64, b mark, moved int64, latest bool) {
+func (c *slidingCounter) give(s *counterState, now int64, b mark, moved int64, latest bool) {
 	if c.index(s, b.slot) != s.idx {
 		return
 	}
@@ -181,16 +159,16 @@ func (c slidingCounter) give(s *counterState, now int64, b mark, moved int64, la
 }
 
 // shift moves the key's grid, and every unit counted on it, later by d.
-func (c slidingCounter) shift(s *counterState, now, d int64) {
+func (c *slidingCounter) shift(s *counterState, now, d int64) {
 	s.lag += d
 	s.floor += d
 }
 
-func (c slidingCounter) fresh(s *counterState, now int64) bool {
+func (c *slidingCounter) fresh(s *counterState, now int64) bool {
 	return s.floor <= now && c.used(s, now) == 0
 }
 
-func (c slidingCounter) left(s *counterState, now int64) int {
+func (c *slidingCounter) left(s *counterState, now int64) int {
 	if s.floor > now {
 		return 0
 	}
