@@ -33,7 +33,7 @@ import (
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
-	*keyed[fixedState, fixedWindow]
+	*keyed[fixedState, *fixedWindow]
 	limit  int
 	window time.Duration
 }
@@ -58,7 +58,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if c.tolerance >= window {
 		return nil, fmt.Errorf("throttle: WithTolerance must be shorter than the window (%v), got %v", window, c.tolerance)
 	}
-	alg := fixedWindow{limit: int64(limit), tol: int64(c.tolerance), g: grid{w: int64(window)}}
+	alg := &fixedWindow{limit: int64(limit), tol: int64(c.tolerance), g: grid{w: int64(window)}}
 	k := newKeyed(alg, limit, c)
 	k.alg.g.phase = floorMod(k.tl.unixNano(0)-int64(c.offset), int64(window))
 	return &FixedWindow{keyed: k, limit: limit, window: window}, nil
@@ -163,7 +163,7 @@ type fixedState struct {
 
 // count returns the units counted in window j, which is not before the
 // cursor's.
-func (f fixedWindow) count(s *fixedState, j int64) int64 {
+func (f *fixedWindow) count(s *fixedState, j int64) int64 {
 	switch j {
 	case s.idx:
 		return s.cnt
@@ -174,11 +174,11 @@ func (f fixedWindow) count(s *fixedState, j int64) int64 {
 }
 
 // inTail reports whether a unit at t counts in the next window too.
-func (f fixedWindow) inTail(t int64) bool {
+func (f *fixedWindow) inTail(t int64) bool {
 	return f.tol > 0 && f.g.index(t+f.tol) != f.g.index(t)
 }
 
-func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notBefore int64) {
+func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notBefore int64) {
 	t := max(now, from, s.floor)
 	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
@@ -192,7 +192,7 @@ func (f fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notB
 	}
 }
 
-func (f fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux int64, remaining int) {
+func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux int64, remaining int) {
 	switch j := f.g.near(slot, s.idx); {
 	case j == s.idx:
 		s.cnt += int64(n)
@@ -212,7 +212,7 @@ func (f fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux in
 // Units in an earlier window stay spent: that window is full, and giving
 // them back would let a later caller book a slot before ones already
 // handed out.
-func (f fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
+func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
 	if f.g.near(b.slot, s.idx) != s.idx {
 		return
 	}
@@ -229,7 +229,7 @@ func (f fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest 
 // cursor moves to the window the latest unit lands in and keeps its
 // count, and the windows it skips count as full. Units booked before now
 // stay where they were.
-func (f fixedWindow) shift(s *fixedState, now, d int64) {
+func (f *fixedWindow) shift(s *fixedState, now, d int64) {
 	if s.floor < now {
 		return // nothing booked lies ahead
 	}
@@ -242,11 +242,11 @@ func (f fixedWindow) shift(s *fixedState, now, d int64) {
 	}
 }
 
-func (f fixedWindow) fresh(s *fixedState, now int64) bool {
+func (f *fixedWindow) fresh(s *fixedState, now int64) bool {
 	return s.floor <= now && (s.cnt == 0 || f.g.index(now) > s.idx)
 }
 
-func (f fixedWindow) left(s *fixedState, now int64) int {
+func (f *fixedWindow) left(s *fixedState, now int64) int {
 	if s.floor > now {
 		return 0
 	}

@@ -15,7 +15,7 @@ type gcraState struct {
 	tat int64
 }
 
-func (g gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore int64) {
+func (g *gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore int64) {
 	cost := int64(n) * g.interval
 	if g.queue == 0 {
 		return max(now, from, s.tat+cost-g.burst*g.interval), 0
@@ -29,7 +29,7 @@ func (g gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore in
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (g *gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
 	if !tally {
@@ -52,21 +52,21 @@ func (g gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64,
 // how much of it they rely on: x/time/rate's rule (give back what the
 // span booked after it does not cover) over-admits once a later slot was
 // pushed past tat, or when two earlier bookings are cancelled in turn.
-func (g gcra) give(s *gcraState, now int64, b mark, moved int64, latest bool) {
+func (g *gcra) give(s *gcraState, now int64, b mark, moved int64, latest bool) {
 	if latest {
 		s.tat = min(s.tat, b.aux+moved)
 	}
 }
 
-func (g gcra) shift(s *gcraState, now, d int64) {
+func (g *gcra) shift(s *gcraState, now, d int64) {
 	s.tat = max(s.tat, now) + d
 }
 
-func (g gcra) fresh(s *gcraState, now int64) bool {
+func (g *gcra) fresh(s *gcraState, now int64) bool {
 	return s.tat <= now
 }
 
-func (g gcra) left(s *gcraState, now int64) int {
+func (g *gcra) left(s *gcraState, now int64) int {
 	ahead := g.burst
 	if g.queue > 0 {
 		ahead = g.queue

@@ -57,16 +57,16 @@ func TestCancelModel(t *testing.T) {
 		name      string
 		giveBurst int64
 		giveMaxN  int
-		newL      func(now func() time.Time) (*keyed[gcraState, gcra], error)
+		newL      func(now func() time.Time) (*keyed[gcraState, *gcra], error)
 	}{
-		{name: "TokenBucket", giveBurst: burst, giveMaxN: burst, newL: func(now func() time.Time) (*keyed[gcraState, gcra], error) {
+		{name: "TokenBucket", giveBurst: burst, giveMaxN: burst, newL: func(now func() time.Time) (*keyed[gcraState, *gcra], error) {
 			tb, err := NewTokenBucket(Rate{N: 1, Per: interval}, burst, WithClock(now))
 			if err != nil {
 				return nil, err
 			}
 			return tb.keyed, nil
 		}},
-		{name: "LeakyBucket", giveBurst: 1, giveMaxN: 1, newL: func(now func() time.Time) (*keyed[gcraState, gcra], error) {
+		{name: "LeakyBucket", giveBurst: 1, giveMaxN: 1, newL: func(now func() time.Time) (*keyed[gcraState, *gcra], error) {
 			lb, err := NewLeakyBucket(Rate{N: 1, Per: interval}, 1000, WithClock(now))
 			if err != nil {
 				return nil, err
@@ -83,7 +83,7 @@ func TestCancelModel(t *testing.T) {
 	}
 }
 
-func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL func(now func() time.Time) (*keyed[gcraState, gcra], error)) {
+func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL func(now func() time.Time) (*keyed[gcraState, *gcra], error)) {
 	const interval = 10
 	rng := rand.New(rand.NewPCG(seed, 7))
 	start := time.Unix(0, 0)

@@ -11,7 +11,8 @@ import (
 
 // algorithm is the per-key arithmetic of one limiter. Every time is in
 // nanoseconds on the limiter's timeline, and every method is called with
-// the key's state locked.
+// the key's state locked. Limiters implement it on a pointer: a value
+// would be copied into every call on the hot path.
 type algorithm[S any] interface {
 	// earliest returns the earliest slot, no earlier than now or from,
 	// at which n units fit, and the earliest decision time (notBefore) at
@@ -218,8 +219,10 @@ func decided(notBefore, until int64) int64 {
 func (e *entry[S, A]) book(now, slot int64, n int, p *part) (remaining int) {
 	aux, left := e.lim.alg.book(&e.s, now, slot, n, true)
 	e.seq++
+	// Field by field: a composite literal is built on the stack and then
+	// copied, and that copy stalls on reading back the stores just made.
 	p.h = e
-	p.m = mark{slot: slot, n: n, aux: aux, seq: e.seq, shiftAt: e.moved}
+	p.m.slot, p.m.n, p.m.aux, p.m.seq, p.m.shiftAt = slot, n, aux, e.seq, e.moved
 	return left
 }
 

@@ -15,7 +15,7 @@ import (
 // Pick it for upstreams that punish any two requests closer than
 // 1/rate. A LeakyBucket is safe for concurrent use.
 type LeakyBucket struct {
-	*keyed[gcraState, gcra]
+	*keyed[gcraState, *gcra]
 	rate     Rate
 	capacity int
 }
@@ -37,7 +37,7 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if _, err := span("capacity", capacity+1, interval); err != nil {
 		return nil, err
 	}
-	alg := gcra{interval: int64(interval), queue: int64(capacity) + 1}
+	alg := &gcra{interval: int64(interval), queue: int64(capacity) + 1}
 	return &LeakyBucket{keyed: newKeyed(alg, capacity+1, c), rate: r, capacity: capacity}, nil
 }
 

@@ -21,7 +21,7 @@ import (
 //
 // A SlidingWindow is safe for concurrent use.
 type SlidingWindow struct {
-	*keyed[logState, slidingLog]
+	*keyed[logState, *slidingLog]
 	limit  int
 	window time.Duration
 }
@@ -37,7 +37,7 @@ func NewSlidingWindow(limit int, window time.Duration, opts ...Option) (*Sliding
 	if err := checkWindow(limit, window, c.tolerance); err != nil {
 		return nil, err
 	}
-	alg := slidingLog{limit: int64(limit), w: int64(window + c.tolerance)}
+	alg := &slidingLog{limit: int64(limit), w: int64(window + c.tolerance)}
 	return &SlidingWindow{keyed: newKeyed(alg, limit, c), limit: limit, window: window}, nil
 }
 
@@ -144,7 +144,7 @@ func (s *logState) trim(dropped int) {
 const keptRuns = 4
 
 // inWindow returns how many units in the log lie after t-w.
-func (l slidingLog) inWindow(s *logState, t int64) int64 {
+func (l *slidingLog) inWindow(s *logState, t int64) int64 {
 	runs := s.runs()
 	i := firstAfter(runs, t-l.w)
 	before := s.base
@@ -188,7 +188,7 @@ func firstReaching(runs []logRun, u int64) int {
 	return lo
 }
 
-func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefore int64) {
+func (l *slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefore int64) {
 	slot = max(now, from, s.floor)
 	// Unit number u must lie at or before slot-w.
 	if u := s.total() - (l.limit - int64(n)); u > s.base {
@@ -198,7 +198,7 @@ func (l slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefo
 	return slot, 0
 }
 
-func (l slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (l *slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
 	runs := s.runs()
 	i := 0
 	for i < len(runs) && runs[i].at+l.w <= now {
@@ -228,7 +228,7 @@ func (l slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux i
 // raises the count of any interval, so it gives back in full whether or
 // not later bookings exist; the floor keeps later slots from moving
 // back, and so keeps the units dropped from the log harmless.
-func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest bool) {
+func (l *slidingLog) give(s *logState, now int64, b mark, moved int64, latest bool) {
 	runs := s.runs()
 	i, found := slices.BinarySearchFunc(runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
 	if !found {
@@ -251,7 +251,7 @@ func (l slidingLog) give(s *logState, now int64, b mark, moved int64, latest boo
 // shift moves every run at or after now later by d. A unit due exactly
 // now moves too: its caller may not have woken yet, and will follow the
 // pause.
-func (l slidingLog) shift(s *logState, now, d int64) {
+func (l *slidingLog) shift(s *logState, now, d int64) {
 	runs := s.runs()
 	for j := firstAfter(runs, now-1); j < len(runs); j++ {
 		runs[j].at += d
@@ -261,13 +261,13 @@ func (l slidingLog) shift(s *logState, now, d int64) {
 	}
 }
 
-func (l slidingLog) fresh(s *logState, now int64) bool {
+func (l *slidingLog) fresh(s *logState, now int64) bool {
 	runs := s.runs()
 	k := len(runs) - 1
 	return s.floor <= now && (k < 0 || runs[k].at+l.w <= now)
 }
 
-func (l slidingLog) left(s *logState, now int64) int {
+func (l *slidingLog) left(s *logState, now int64) int {
 	if s.floor > now {
 		return 0
 	}

@@ -17,7 +17,7 @@ import (
 // caller holding a stale time can never move a bucket backwards and
 // over-admit. A TokenBucket is safe for concurrent use.
 type TokenBucket struct {
-	*keyed[gcraState, gcra]
+	*keyed[gcraState, *gcra]
 	rate  Rate
 	burst int
 }
@@ -39,7 +39,7 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if _, err := span("burst", burst, interval); err != nil {
 		return nil, err
 	}
-	alg := gcra{interval: int64(interval), burst: int64(burst - keep)}
+	alg := &gcra{interval: int64(interval), burst: int64(burst - keep)}
 	return &TokenBucket{keyed: newKeyed(alg, burst-keep, c), rate: r, burst: burst}, nil
 }
 
