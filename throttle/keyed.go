@@ -145,7 +145,7 @@ func (k *keyed[S, A]) sweep() bool {
 	if k.count.Load() < k.maxKeys {
 		return true // another sweep made room meanwhile
 	}
-	for key, e := range k.keys.snapshot() {
+	for key, e := range k.keys.snapshot().all() {
 		e.mu.Lock()
 		if e.until <= e.tick() && k.alg.fresh(&e.s, e.last) {
 			// Marked and dropped under e.mu: a caller that finds the

@@ -27,7 +27,7 @@ func TestMaxKeysIsAHardCap(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n := len(tb.keys.snapshot())
+	n := tb.keys.snapshot().len()
 	assert.Equal(t, int64(n), tb.count.Load(), "count matches the map")
 	assert.Equal(t, maxKeys, n)
 }

@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -9,16 +8,16 @@ import (
 // keymap maps keys to their state, tuned for what a limiter does: look up
 // the same keys over and over, and add or drop one now and then.
 //
-// Known keys are found in read, a map that is never written once
+// Known keys are found in read, a [keytable] that is never written once
 // published, so a lookup takes no lock and writes nothing shared. New
 // keys go to dirty under mu; dirty, when not nil, holds every key. Once
 // lookups have missed read as many times as dirty holds keys, dirty is
 // published as the new read: copying the keys into dirty again later
 // costs no more than those misses did. It is sync.Map's classic design
 // with string keys, which hash and compare without going through an
-// interface, and cost a plain map slot each.
+// interface.
 type keymap[V any] struct {
-	read   atomic.Pointer[map[string]*V]
+	read   atomic.Pointer[keytable[V]]
 	mu     sync.Mutex
 	dirty  map[string]*V
 	misses int
@@ -28,7 +27,7 @@ type keymap[V any] struct {
 // fresh asks for the latest answer, for a caller that found read's stale.
 func (m *keymap[V]) load(key string, fresh bool) (*V, bool) {
 	if !fresh {
-		if v, ok := m.current()[key]; ok {
+		if v, ok := m.read.Load().get(key); ok {
 			return v, true
 		}
 	}
@@ -51,13 +50,12 @@ func (m *keymap[V]) loadOrStore(key string, v *V) (*V, bool) {
 	return v, false
 }
 
-// snapshot returns every key and value as of now, in a map the caller
-// must not write.
-func (m *keymap[V]) snapshot() map[string]*V {
+// snapshot returns every key and value as of now.
+func (m *keymap[V]) snapshot() *keytable[V] {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.publish()
-	return m.current()
+	return m.read.Load()
 }
 
 // drop deletes key. Lookups that ask for fresh answers miss it at once;
@@ -82,25 +80,17 @@ func (m *keymap[V]) latest(key string) (*V, bool) {
 		v, ok := m.dirty[key]
 		return v, ok
 	}
-	v, ok := m.current()[key]
-	return v, ok
-}
-
-// current returns read, or nil before anything was published.
-func (m *keymap[V]) current() map[string]*V {
-	if r := m.read.Load(); r != nil {
-		return *r
-	}
-	return nil
+	return m.read.Load().get(key)
 }
 
 // writable returns dirty, first copying read into it if there is none.
 // m.mu is held.
 func (m *keymap[V]) writable() map[string]*V {
 	if m.dirty == nil {
-		m.dirty = maps.Clone(m.current())
-		if m.dirty == nil {
-			m.dirty = map[string]*V{}
+		t := m.read.Load()
+		m.dirty = make(map[string]*V, t.len()+1)
+		for k, v := range t.all() {
+			m.dirty[k] = v
 		}
 	}
 	return m.dirty
@@ -120,7 +110,6 @@ func (m *keymap[V]) publish() {
 	if m.dirty == nil {
 		return
 	}
-	d := m.dirty
-	m.read.Store(&d)
+	m.read.Store(newKeytable(m.dirty))
 	m.dirty, m.misses = nil, 0
 }

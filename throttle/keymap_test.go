@@ -28,10 +28,12 @@ func TestKeymap(t *testing.T) {
 	assert.Same(t, one, got)
 	require.NotNil(t, m.read.Load())
 	assert.Nil(t, m.dirty, "published")
-	assert.Same(t, one, (*m.read.Load())["a"])
+	v, ok := m.read.Load().get("a")
+	assert.True(t, ok)
+	assert.Same(t, one, v)
 
 	m.loadOrStore("b", two)
-	assert.Len(t, m.snapshot(), 2)
+	assert.Equal(t, 2, m.snapshot().len())
 
 	m.drop("a")
 	_, ok = m.load("a", true)
@@ -68,11 +70,11 @@ func TestKeymapConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 50 {
-			_ = len(m.snapshot())
+			_ = m.snapshot().len()
 		}
 	})
 	wg.Wait()
-	assert.Len(t, m.snapshot(), keys)
+	assert.Equal(t, keys, m.snapshot().len())
 
 	for k := range keys / 2 {
 		m.drop(strconv.Itoa(k))
@@ -81,5 +83,41 @@ func TestKeymapConcurrent(t *testing.T) {
 	for k := range keys {
 		_, ok := m.load(strconv.Itoa(k), false)
 		assert.Equal(t, k >= keys/2, ok, "key %d", k)
+	}
+}
+
+func TestKeytable(t *testing.T) {
+	var none *keytable[int]
+	_, ok := none.get("a")
+	assert.False(t, ok, "a nil table holds nothing")
+	assert.Zero(t, none.len())
+	for range none.all() {
+		t.Fatal("a nil table yields nothing")
+	}
+
+	for _, n := range []int{0, 1, 5, 6, 7, 100, 5000} {
+		m := make(map[string]*int, n)
+		for i := range n {
+			m[strconv.Itoa(i)] = new(int)
+		}
+		tab := newKeytable(m)
+		assert.Equal(t, n, tab.len())
+		assert.LessOrEqual(t, 3*n, 2*len(tab.slots), "at most two thirds full")
+		for k, v := range m {
+			got, ok := tab.get(k)
+			require.True(t, ok, "key %q of %d", k, n)
+			assert.Same(t, v, got)
+		}
+		for i := n; i < n+200; i++ {
+			_, ok := tab.get(strconv.Itoa(i))
+			assert.False(t, ok, "key %d of %d", i, n)
+		}
+		seen := map[string]bool{}
+		for k, v := range tab.all() {
+			assert.False(t, seen[k], "yielded twice: %q", k)
+			seen[k] = true
+			assert.Same(t, m[k], v)
+		}
+		assert.Len(t, seen, n)
 	}
 }
