@@ -108,7 +108,11 @@ func (c *slidingCounter) counts(s *counterState, j int64) (cur, prev int64) {
 
 // used returns the estimate at t, rounded up: cur + ⌈prev×(w-1-e)/w⌉.
 func (c *slidingCounter) used(s *counterState, t int64) int64 {
-	j := max(c.index(s, t), s.idx)
+	return c.estimate(s, max(c.index(s, t), s.idx), t)
+}
+
+// estimate is used for a t in window j, which is not before the cursor's.
+func (c *slidingCounter) estimate(s *counterState, j, t int64) int64 {
 	cur, prev := c.counts(s, j)
 	rest := c.g.w - 1 - max(t-c.start(s, j), 0)
 	return cur + c.per.ceil(prev*rest)
@@ -145,7 +149,7 @@ func (c *slidingCounter) book(s *counterState, now, slot int64, n int, tally boo
 	if !tally {
 		return 0, 0
 	}
-	return 0, int(max(c.limit-c.used(s, slot), 0))
+	return 0, int(max(c.limit-c.estimate(s, s.idx, slot), 0)) // slot is in the cursor's window now
 }
 
 // give takes the units back only when they are in the cursor's window.
