@@ -32,11 +32,11 @@ if op == 'r' and nparts == 1 and ARGV[4] == 'tb' then
   local n, maxWait = tonumber(ARGV[9]), tonumber(ARGV[10])
   local pv = redis.call('HMGET', KEYS[1], 'u', 'm', 'a', 'e')
   local pu, pm, pa, pe = tonumber(pv[1]) or 0, tonumber(pv[2]) or 0, tonumber(pv[3]) or 0, tonumber(pv[4]) or 0
-  local v = redis.call('HMGET', KEYS[2], 's', 'o', 'e', 'm', 't')
-  local s, o, e, m, tat = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, tonumber(v[4]) or 0, tonumber(v[5]) or 0
-  if not v[1] then o = -1 end
+  local raw = redis.call('GET', KEYS[2])
+  local s, o, e, m, tat = 0, -1, 0, 0, 0
+  if raw then s, o, e, m, tat = struct.unpack('<i8i8i8i8i8', raw) end
   if pe ~= 0 then
-    if v[1] then
+    if raw then
       local d = pm
       if e == pe then d = pm - m end
       if d > 0 then
@@ -55,8 +55,7 @@ if op == 'r' and nparts == 1 and ARGV[4] == 'tb' then
   if tat >= slot then prev = o end
   tat = math.max(tat, slot) + n * x
   s = s + 1
-  redis.call('HSET', KEYS[2], 's', fmt(s), 'o', fmt(s), 'e', fmt(e), 'm', fmt(m), 't', fmt(tat))
-  redis.call('PEXPIRE', KEYS[2], math.floor((tat - now) / 1000) + 1)
+  redis.call('SET', KEYS[2], struct.pack('<i8i8i8i8i8', s, s, e, m, tat), 'PX', math.floor((tat - now) / 1000) + 1)
   local left = math.floor(math.max(y * x - (tat - slot), 0) / x)
   return {1, slot - now, left, pe, pm, slot, fmt(s) .. ':' .. fmt(prev)}
 end
@@ -79,26 +78,33 @@ local function expire(key, ttl)
   end
 end
 
--- Hash-backed parts keep their fields in p.f; s is the booking count, o
--- the seq of the booking that may still be cancelled in full (-1: none).
-local function loadHash(p, names)
-  local all = {'s', 'o', 'e', 'm'}
-  for _, n in ipairs(names) do all[#all + 1] = n end
-  local v = redis.call('HMGET', p.key, unpack(all))
-  p.new = not v[1]
+-- A part other than the sliding log keeps its numbers in one string, as
+-- packed 64-bit integers: one GET, and one SET with its TTL, cost Redis
+-- far less than HMGET, HSET and PEXPIRE of a hash. p.f holds them by
+-- name while the script runs: s is the booking count, o the seq of the
+-- booking that may still be cancelled in full (-1: none), e and m the
+-- pause state applied, then the algorithm's own.
+local function loadPacked(p, names)
+  p.names = {'s', 'o', 'e', 'm'}
+  for _, n in ipairs(names) do p.names[#p.names + 1] = n end
+  p.layout = '<' .. string.rep('i8', #p.names)
+  local raw = redis.call('GET', p.key)
+  p.new = not raw
   p.f = {}
-  for i, n in ipairs(all) do p.f[n] = tonumber(v[i]) or 0 end
+  local v = {}
+  if raw then v = {struct.unpack(p.layout, raw)} end
+  for i, n in ipairs(p.names) do p.f[n] = v[i] or 0 end
   if p.new then p.f.o = -1 end
 end
 
-local function saveHash(p, ttl)
-  local args = {}
-  for n, v in pairs(p.f) do
-    args[#args + 1] = n
-    args[#args + 1] = fmt(v)
+local function savePacked(p, ttl)
+  if ttl <= 0 then
+    redis.call('DEL', p.key)
+    return
   end
-  redis.call('HSET', p.key, unpack(args))
-  expire(p.key, ttl)
+  local v = {}
+  for i, n in ipairs(p.names) do v[i] = p.f[n] end
+  redis.call('SET', p.key, struct.pack(p.layout, unpack(v)), 'PX', math.floor(ttl / 1000) + 1)
 end
 
 local A = {}
@@ -106,8 +112,8 @@ local A = {}
 -- GCRA: tb (token bucket) and lb (leaky bucket). x is the interval, y the
 -- burst (tb) or the queue (lb). t is the theoretical arrival time.
 local gcra = {}
-gcra.load = function(p) loadHash(p, {'t'}) end
-gcra.save = function(p) saveHash(p, p.f.t - now) end
+gcra.load = function(p) loadPacked(p, {'t'}) end
+gcra.save = function(p) savePacked(p, p.f.t - now) end
 gcra.earliest = function(p, from, n)
   local f, cost = p.f, n * p.x
   if p.algo == 'tb' then
@@ -159,8 +165,8 @@ local function fcount(p, k)
   if k == p.f.w + 1 then return p.f.sp end
   return 0
 end
-fw.load = function(p) loadHash(p, {'w', 'c', 'sp', 'l'}) end
-fw.save = function(p) saveHash(p, fstart(p, p.f.w + 2) - now) end
+fw.load = function(p) loadPacked(p, {'w', 'c', 'sp', 'l'}) end
+fw.save = function(p) savePacked(p, fstart(p, p.f.w + 2) - now) end
 fw.earliest = function(p, from, n)
   local at = math.max(from, p.f.l)
   local k = math.max(fwin(p, at), p.f.w)
@@ -235,8 +241,8 @@ local function sest(p, at)
   local c, q = sview(p, k)
   return c + math.ceil(q * (p.y - 1 - (at - k * p.y)) / p.y)
 end
-swc.load = function(p) loadHash(p, {'w', 'c', 'q', 'l'}) end
-swc.save = function(p) saveHash(p, (p.f.w + 2) * p.y - now) end
+swc.load = function(p) loadPacked(p, {'w', 'c', 'q', 'l'}) end
+swc.save = function(p) savePacked(p, (p.f.w + 2) * p.y - now) end
 swc.earliest = function(p, from, n)
   local at = math.max(from, p.f.l)
   for _ = 1, 4 do
