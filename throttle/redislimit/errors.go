@@ -24,6 +24,7 @@ type UnavailableError struct {
 	Err error
 }
 
+// Error names ErrUnavailable and the cause, if there is one.
 func (e *UnavailableError) Error() string {
 	if e.Err == nil || e.Err == ErrUnavailable {
 		return ErrUnavailable.Error()
