@@ -109,7 +109,6 @@ type row struct {
 	admitted       int
 	refused        int
 	duringPause    int
-	redisCalls     int64 // -1 when the scenario has no Redis
 	redisByCommand map[string]int64
 	roundTrips     int64 // counted by the clients
 	cpu            time.Duration
