@@ -29,6 +29,12 @@ const (
 	perWorker  = 6
 	throttleAt = 20              // the API throttles its 20th request,
 	pauseFor   = 2 * time.Second // with Retry-After: 2
+
+	// reportLag is how long after the 429 a worker may start its next
+	// call and still count as held: it may finish a call just before the
+	// Paused observer runs and start the next just after. It is far
+	// shorter than the wait a call sees without the pause.
+	reportLag = 50 * time.Millisecond
 )
 
 // call is one request as a worker saw it.
@@ -106,7 +112,9 @@ func run() error {
 			if c.err == nil {
 				succeeded++
 			}
-			spans = spans || (c.start.Before(pausedAt) && !c.end.Before(pauseEnd))
+			// A call that began by the 429 (or the moment after, while
+			// Paused was being reported) and was still waiting at the end.
+			spans = spans || (c.start.Before(pausedAt.Add(reportLag)) && !c.end.Before(pauseEnd))
 		}
 		if spans {
 			held++
