@@ -51,14 +51,30 @@ type entry[S any, A algorithm[S]] struct {
 
 	// mu guards everything below. The limiter's clock is read while it
 	// is held, so two callers can never apply readings out of order.
-	mu     sync.Mutex
-	last   int64  // newest clock reading applied; time never runs back
-	seq    uint64 // bookings made so far
-	until  int64  // the key is paused until then
-	moved  int64  // total shift applied by pauses
-	paused int64  // when the latest pause that shifted anything began
-	before int64  // moved, as it was before that pause
-	s      S
+	mu    sync.Mutex
+	last  int64       // newest clock reading applied; time never runs back
+	seq   uint64      // bookings made so far
+	until int64       // the key is paused until then
+	shift *pauseShift // nil until a pause moves something
+	s     S
+}
+
+// pauseShift is how far pauses have moved one key's schedule. It lives
+// apart from the entry, which it would make 16 bytes larger: most keys
+// are never paused.
+type pauseShift struct {
+	moved  int64 // total shift applied by pauses
+	paused int64 // when the latest pause that shifted anything began
+	before int64 // moved, as it was before that pause
+}
+
+// moved returns how far pauses have moved the key's schedule. e.mu is
+// held.
+func (e *entry[S, A]) moved() int64 {
+	if e.shift == nil {
+		return 0
+	}
+	return e.shift.moved
 }
 
 // dead is the until of an entry dropped from the map: callers must look
@@ -222,7 +238,7 @@ func (e *entry[S, A]) book(now, slot int64, n int, p *part) (remaining int) {
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and that copy stalls on reading back the stores just made.
 	p.h = e
-	p.m.slot, p.m.n, p.m.aux, p.m.seq, p.m.shiftAt = slot, n, aux, e.seq, e.moved
+	p.m.slot, p.m.n, p.m.aux, p.m.seq, p.m.shiftAt = slot, n, aux, e.seq, e.moved()
 	return left
 }
 
@@ -267,9 +283,13 @@ func (k *keyed[S, A]) Pause(ctx context.Context, key string, d time.Duration) er
 	by := end - max(e.until, now)
 	e.until = end
 	if by > 0 {
-		e.before, e.paused = e.moved, now
+		if e.shift == nil {
+			e.shift = new(pauseShift)
+		}
+		p := e.shift
+		p.before, p.paused = p.moved, now
+		p.moved += by
 	}
-	e.moved += by
 	k.alg.shift(&e.s, now, by)
 	return nil
 }
@@ -286,12 +306,16 @@ func (e *entry[S, A]) wait(m mark) time.Duration {
 // its caller may simply not have woken yet, and the algorithms counted
 // its units where they were. e.mu is held.
 func (e *entry[S, A]) slotOf(m *mark) int64 {
-	if m.shiftAt <= e.before {
-		if slot := m.slot + e.before - m.shiftAt; slot < e.paused {
+	p := e.shift
+	if p == nil {
+		return m.slot // never paused, so never moved
+	}
+	if m.shiftAt <= p.before {
+		if slot := m.slot + p.before - m.shiftAt; slot < p.paused {
 			return slot
 		}
 	}
-	return m.slot + e.moved - m.shiftAt
+	return m.slot + p.moved - m.shiftAt
 }
 
 // give implements handle.
