@@ -28,13 +28,14 @@ func (d divisor) ceil(a int64) int64 {
 		return (a-1)/d.w + 1
 	}
 	q := int64(float64(a) * d.inv)
-	switch r := a - q*d.w; {
+	r := a - q*d.w
+	switch {
 	case r < 0:
-		q--
+		q, r = q-1, r+d.w
 	case r >= d.w:
-		q++
+		q, r = q+1, r-d.w
 	}
-	if q*d.w < a {
+	if r > 0 {
 		q++
 	}
 	return q

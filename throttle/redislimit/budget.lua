@@ -68,13 +68,18 @@ local P = {
   e = tonumber(pv[4]) or 0,
 }
 
+-- millis returns ttl microseconds as whole milliseconds, rounded up.
+local function millis(ttl)
+  return math.floor(ttl / 1000) + 1
+end
+
 -- expire sets key's TTL to ttl microseconds, rounded up to a millisecond,
 -- or deletes it when it holds nothing worth keeping.
 local function expire(key, ttl)
   if ttl <= 0 then
     redis.call('DEL', key)
   else
-    redis.call('PEXPIRE', key, math.floor(ttl / 1000) + 1)
+    redis.call('PEXPIRE', key, millis(ttl))
   end
 end
 
@@ -104,7 +109,7 @@ local function savePacked(p, ttl)
   end
   local v = {}
   for i, n in ipairs(p.names) do v[i] = p.f[n] end
-  redis.call('SET', p.key, struct.pack(p.layout, unpack(v)), 'PX', math.floor(ttl / 1000) + 1)
+  redis.call('SET', p.key, struct.pack(p.layout, unpack(v)), 'PX', millis(ttl))
 end
 
 local A = {}
