@@ -96,14 +96,22 @@ func NewClient(opts ...Option) *http.Client {
 //     delay, or quota headers at 0, even on a 200), pauses the key for
 //     every caller of the limiter, for at most the policy's MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
-//     replayed, discards the response (draining at most 64 KiB of it)
-//     and tries again from step 3 after the server's delay, or after a
-//     local backoff that delays this request only.
+//     replayed, sets the response aside (reading at most 64 KiB of its
+//     body into memory, so that its connection is freed) and tries again
+//     from step 3 after the server's delay, or after a local backoff that
+//     delays this request only.
 //
-// The queue slot is held until the returned response's body is closed or
-// read to EOF, and released exactly once. A 101 Switching Protocols
-// response is returned with its body unwrapped, since WebSocket clients
-// type-assert it to [io.ReadWriteCloser]; its slot is released at once.
+// A response that arrived is never turned into an error: when a retry
+// cannot be made (its slot lies beyond the max wait or the deadline, the
+// limiter fails, the context ends, or the retry's own attempt fails), the
+// response set aside is returned, as when the policy's attempts run out.
+//
+// The queue slot is held until the returned response's body is closed,
+// read to EOF or fails on read, or the request's context ends (as when
+// [http.Client.Timeout] fires), whichever comes first, and released
+// exactly once. A 101 Switching Protocols response is returned with its
+// body unwrapped, since WebSocket clients type-assert it to
+// [io.ReadWriteCloser]; its slot is released at once.
 //
 // A pause cannot recall requests already sent: those on the wire when the
 // upstream's 429 arrived may meet 429s too.
@@ -112,7 +120,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.sent.Add(1)
 		return t.roundTripper().RoundTrip(req)
 	}
-	if err := req.Context().Err(); err != nil {
+	if req.URL == nil {
+		closeBody(req.Body)
+		return nil, errNilURL
+	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
 		closeBody(req.Body)
 		return nil, err
 	}
@@ -135,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		release()
 		return nil, err
 	}
-	holdSlot(resp, release)
+	holdSlot(ctx, resp, release)
 	return resp, nil
 }
 
@@ -178,7 +191,7 @@ func (c *call) acquire() (func(), error) {
 	}
 	release, err := q.Acquire(c.req.Context())
 	if errors.Is(err, queue.ErrFull) {
-		return nil, c.refuse(&refusal{key: c.key, err: err})
+		return nil, c.refuse(&notSentError{key: c.key, err: err})
 	}
 	if err != nil {
 		return nil, err
@@ -190,34 +203,28 @@ func (c *call) acquire() (func(), error) {
 }
 
 // run books, sends and retries until it has a response to return. It
-// closes c.body on every error it returns before the body is sent.
+// closes c.body on every error it returns before the body is sent. Once a
+// response has arrived, it returns a response: the latest one, if a retry
+// fails.
 func (c *call) run() (*http.Response, error) {
 	ctx := c.req.Context()
+	var last *http.Response // set aside while its retry is tried
 	for {
 		if err := c.book(ctx); err != nil {
 			closeBody(c.body)
-			return nil, err
+			return orLast(last, err)
 		}
-		out := c.outgoing()
-		c.body = nil // the base RoundTripper closes it from here on
-		c.t.sent.Add(1)
-		resp, err := c.t.roundTripper().RoundTrip(out)
-		switch {
-		case err != nil:
-			if resp != nil {
-				discard(resp)
-			}
-			return nil, err
-		case resp == nil:
-			return nil, errNilResponse
+		resp, err := c.send()
+		if err != nil {
+			return orLast(last, err)
 		}
+		discard(last)
+		last = nil
+
 		now := time.Now()
 		c.pause(resp, now)
-		if !c.t.retry {
-			return resp, nil
-		}
-		delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
-		if !ok || !before(ctx, delay) {
+		delay, ok := c.retryAfter(resp, now)
+		if !ok {
 			return resp, nil
 		}
 		body, fresh, err := rewind(c.req)
@@ -228,14 +235,50 @@ func (c *call) run() (*http.Response, error) {
 		if f := c.t.obs.Retrying; f != nil {
 			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
 		}
-		discard(resp)
+		last = setAside(resp)
 		c.body, c.fresh = body, fresh
 		if err := sleep(ctx, delay); err != nil {
 			closeBody(c.body)
-			return nil, err
+			return orLast(last, err)
 		}
 		c.attempt++
 	}
+}
+
+// orLast returns last when a response has arrived, and err otherwise: a
+// response that was sent and received never turns into a local error.
+func orLast(last *http.Response, err error) (*http.Response, error) {
+	if last != nil {
+		return last, nil
+	}
+	return nil, err
+}
+
+// send hands this attempt to the base RoundTripper, which closes the body
+// from here on. It returns a response or an error, never both.
+func (c *call) send() (*http.Response, error) {
+	out := c.outgoing()
+	c.body = nil
+	c.t.sent.Add(1)
+	resp, err := c.t.roundTripper().RoundTrip(out)
+	switch {
+	case err != nil:
+		discard(resp)
+		return nil, err
+	case resp == nil:
+		return nil, errNilResponse
+	}
+	return resp, nil
+}
+
+// retryAfter reports whether to retry after resp, and after how long: the
+// policy must allow it, and the context's deadline leave time for it.
+func (c *call) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if !c.t.retry {
+		return 0, false
+	}
+	delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
+	return delay, ok && before(c.req.Context(), delay)
 }
 
 // book reserves the call's units and waits for their slot.
@@ -256,7 +299,7 @@ func (c *call) book(ctx context.Context) error {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
 	case err != nil:
-		return c.refuse(&refusal{key: c.key, err: err})
+		return c.refuse(&notSentError{key: c.key, err: err})
 	case !r.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}

@@ -566,3 +566,37 @@ func TestObserverAndStats(t *testing.T) {
 		assert.Equal(t, egress.Stats{Sent: 3, Retries: 1, Pauses: 1}, tr.Stats())
 	})
 }
+
+// TestNilURL sends a request without a URL, which net/http's own Transport
+// refuses with an error: every configuration returns an error too, closes
+// the body, and sends nothing.
+func TestNilURL(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveOpts []egress.Option
+	}{
+		{name: "limiter", giveOpts: []egress.Option{egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1))}},
+		{name: "retry", giveOpts: []egress.Option{egress.WithRetry(retryafter.Policy{})}},
+		{name: "queue", giveOpts: []egress.Option{egress.WithQueue(newQueue(t, 1, 0))}},
+		{name: "key by header", giveOpts: []egress.Option{
+			egress.WithKey(egress.KeyByHeader("X-Api-Key")),
+			egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1)),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &fakeBase{}
+			tr := egress.NewTransport(base, tt.giveOpts...)
+			req, body := unreplayable(t, context.Background(), http.MethodPost)
+			req.URL = nil
+
+			resp, err := tr.RoundTrip(req)
+
+			assert.Nil(t, resp)
+			assert.EqualError(t, err, "egress: nil Request.URL")
+			assert.Equal(t, int32(1), body.closes.Load())
+			assert.Equal(t, 0, base.count())
+			assert.Equal(t, 0, tr.Stats().InFlight)
+		})
+	}
+}
