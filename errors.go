@@ -9,6 +9,10 @@ import (
 // contract by returning neither a response nor an error.
 var errNilResponse = errors.New("egress: base RoundTripper returned a nil response and a nil error")
 
+// errNilReservation is returned when the limiter breaks its contract by
+// returning neither a reservation nor an error.
+var errNilReservation = errors.New("egress: limiter returned a nil reservation and a nil error")
+
 // errNilURL is returned for a request without a URL, as net/http's own
 // Transport does.
 var errNilURL = errors.New("egress: nil Request.URL")

@@ -300,6 +300,8 @@ func (c *call) book(ctx context.Context) error {
 		return err
 	case err != nil:
 		return c.refuse(&notSentError{key: c.key, err: err})
+	case r == nil:
+		return c.refuse(&notSentError{key: c.key, err: errNilReservation})
 	case !r.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}

@@ -258,6 +258,13 @@ func TestRequestBodyClosedOnEarlyReturn(t *testing.T) {
 			wantErr: context.Canceled,
 		},
 		{
+			name: "limiter breaks its contract",
+			giveOpt: egress.WithLimiter(limiterFunc(func(context.Context, string, int, time.Duration) (*throttle.Reservation, error) {
+				return nil, nil
+			})),
+			giveCtx: context.Background,
+		},
+		{
 			name:    "negative cost",
 			giveOpt: egress.WithCost(func(*http.Request) int { return -1 }),
 			giveCtx: context.Background,
