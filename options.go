@@ -112,5 +112,5 @@ func WithObserver(o *Observer) Option {
 	if o == nil {
 		panic("egress: WithObserver given a nil *Observer")
 	}
-	return optionFunc(func(t *Transport) { t.obs = *o })
+	return optionFunc(func(t *Transport) { t.observer = *o })
 }

@@ -33,16 +33,16 @@ import (
 //
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
-	base    http.RoundTripper
-	limiter throttle.Limiter
-	pauser  throttle.Pauser // limiter, when it can pause keys
-	queue   *queue.Queue
-	policy  retryafter.Policy
-	retry   bool // WithRetry was given
-	keyOf   func(*http.Request) string
-	costOf  func(*http.Request) int
-	maxWait time.Duration
-	obs     Observer
+	base     http.RoundTripper
+	limiter  throttle.Limiter
+	pauser   throttle.Pauser // limiter, when it can pause keys
+	queue    *queue.Queue
+	policy   retryafter.Policy
+	retry    bool // WithRetry was given
+	keyOf    func(*http.Request) string
+	costOf   func(*http.Request) int
+	maxWait  time.Duration
+	observer Observer
 
 	sent, retries, refused, pauses atomic.Uint64
 }
@@ -152,21 +152,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// CloseIdleConnections closes the idle connections of the base
-// RoundTripper, if it has such a method, as [http.Transport] does.
-func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.roundTripper().(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-func (t *Transport) roundTripper() http.RoundTripper {
-	if t.base == nil {
-		return http.DefaultTransport
-	}
-	return t.base
-}
-
 // call is the state of one RoundTrip.
 type call struct {
 	t       *Transport
@@ -186,7 +171,7 @@ func (c *call) acquire() (func(), error) {
 		return release, nil
 	}
 	var start time.Time
-	if c.t.obs.Waited != nil {
+	if c.t.observer.Waited != nil {
 		start = time.Now()
 	}
 	release, err := q.Acquire(c.req.Context())
@@ -232,7 +217,7 @@ func (c *call) run() (*http.Response, error) {
 			return resp, nil // this response is the best answer left
 		}
 		c.t.retries.Add(1)
-		if f := c.t.obs.Retrying; f != nil {
+		if f := c.t.observer.Retrying; f != nil {
 			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
 		}
 		last = setAside(resp)
@@ -243,42 +228,6 @@ func (c *call) run() (*http.Response, error) {
 		}
 		c.attempt++
 	}
-}
-
-// orLast returns last when a response has arrived, and err otherwise: a
-// response that was sent and received never turns into a local error.
-func orLast(last *http.Response, err error) (*http.Response, error) {
-	if last != nil {
-		return last, nil
-	}
-	return nil, err
-}
-
-// send hands this attempt to the base RoundTripper, which closes the body
-// from here on. It returns a response or an error, never both.
-func (c *call) send() (*http.Response, error) {
-	out := c.outgoing()
-	c.body = nil
-	c.t.sent.Add(1)
-	resp, err := c.t.roundTripper().RoundTrip(out)
-	switch {
-	case err != nil:
-		discard(resp)
-		return nil, err
-	case resp == nil:
-		return nil, errNilResponse
-	}
-	return resp, nil
-}
-
-// retryAfter reports whether to retry after resp, and after how long: the
-// policy must allow it, and the context's deadline leave time for it.
-func (c *call) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if !c.t.retry {
-		return 0, false
-	}
-	delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
-	return delay, ok && before(c.req.Context(), delay)
 }
 
 // book reserves the call's units and waits for their slot.
@@ -306,7 +255,7 @@ func (c *call) book(ctx context.Context) error {
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
 	var start time.Time
-	if c.t.obs.Waited != nil && r.Delay > 0 {
+	if c.t.observer.Waited != nil && r.Delay > 0 {
 		start = time.Now()
 	}
 	if err := r.Wait(ctx); err != nil {
@@ -328,7 +277,7 @@ func (c *call) book(ctx context.Context) error {
 func (c *call) waited(limiter time.Duration) {
 	queued := c.queued
 	c.queued = 0 // later attempts keep the slot
-	if f := c.t.obs.Waited; f != nil && (queued > 0 || limiter > 0) {
+	if f := c.t.observer.Waited; f != nil && (queued > 0 || limiter > 0) {
 		f(WaitInfo{Key: c.key, Attempt: c.attempt, Queue: queued, Limiter: limiter})
 	}
 }
@@ -336,10 +285,39 @@ func (c *call) waited(limiter time.Duration) {
 // refuse counts and reports a refusal, and returns err.
 func (c *call) refuse(err error) error {
 	c.t.refused.Add(1)
-	if f := c.t.obs.Refused; f != nil {
+	if f := c.t.observer.Refused; f != nil {
 		f(RefusalInfo{Key: c.key, Attempt: c.attempt, Err: err})
 	}
 	return err
+}
+
+// send hands this attempt to the base RoundTripper, which closes the body
+// from here on. It returns a response or an error, never both.
+func (c *call) send() (*http.Response, error) {
+	out := c.outgoing()
+	c.body = nil
+	c.t.sent.Add(1)
+	resp, err := c.t.roundTripper().RoundTrip(out)
+	switch {
+	case err != nil:
+		discard(resp)
+		return nil, err
+	case resp == nil:
+		return nil, errNilResponse
+	}
+	return resp, nil
+}
+
+// outgoing returns the request to send for this attempt: req itself, or,
+// when a retry needs a fresh body, a shallow copy carrying it.
+func (c *call) outgoing() *http.Request {
+	if !c.fresh {
+		return c.req
+	}
+	out := new(http.Request)
+	*out = *c.req
+	out.Body = c.body
+	return out
 }
 
 // pause pauses the call's key when resp asks every caller to wait.
@@ -356,21 +334,25 @@ func (c *call) pause(resp *http.Response, now time.Time) {
 	err := c.t.pauser.Pause(ctx, c.key, d)
 	stop()
 	c.t.pauses.Add(1)
-	if f := c.t.obs.Paused; f != nil {
+	if f := c.t.observer.Paused; f != nil {
 		f(PauseInfo{Key: c.key, StatusCode: resp.StatusCode, Duration: d, Err: err})
 	}
 }
 
-// outgoing returns the request to send for this attempt: req itself, or,
-// when a retry needs a fresh body, a shallow copy carrying it.
-func (c *call) outgoing() *http.Request {
-	if !c.fresh {
-		return c.req
+// retryAfter reports whether to retry after resp, and after how long: the
+// policy must allow it, and the context's deadline leave time for it.
+func (c *call) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if !c.t.retry {
+		return 0, false
 	}
-	out := new(http.Request)
-	*out = *c.req
-	out.Body = c.body
-	return out
+	delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
+	return delay, ok && leavesTime(c.req.Context(), delay)
+}
+
+// leavesTime reports whether ctx leaves at least d before its deadline.
+func leavesTime(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= d
 }
 
 // rewind returns the body for another attempt of req: req's own when it
@@ -386,10 +368,13 @@ func rewind(req *http.Request) (body io.ReadCloser, fresh bool, err error) {
 	return body, err == nil, err
 }
 
-// before reports whether ctx leaves at least d before its deadline.
-func before(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || time.Until(deadline) >= d
+// orLast returns last when a response has arrived, and err otherwise: a
+// response that was sent and received never turns into a local error.
+func orLast(last *http.Response, err error) (*http.Response, error) {
+	if last != nil {
+		return last, nil
+	}
+	return nil, err
 }
 
 // sleep waits d, or until ctx ends.
@@ -405,4 +390,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper, if it has such a method, as [http.Transport] does.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.roundTripper().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) roundTripper() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
 }
