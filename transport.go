@@ -36,7 +36,7 @@ type Transport struct {
 	base     http.RoundTripper
 	limiter  throttle.Limiter
 	pauser   throttle.Pauser // limiter, when it can pause keys
-	queue    *queue.Queue
+	queue    queue.Interface
 	policy   retryafter.Policy
 	retry    bool // WithRetry was given
 	keyOf    func(*http.Request) string

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,7 +119,12 @@ func TestNilOptionsPanic(t *testing.T) {
 		{
 			name:      "WithQueue",
 			giveBuild: func() { egress.WithQueue(nil) },
-			wantPanic: "egress: WithQueue given a nil *queue.Queue",
+			wantPanic: "egress: WithQueue given a nil queue",
+		},
+		{
+			name:      "WithQueue nil *queue.Queue",
+			giveBuild: func() { egress.WithQueue((*queue.Queue)(nil)) },
+			wantPanic: "egress: WithQueue given a nil queue",
 		},
 		{
 			name:      "WithKey",
@@ -606,4 +612,34 @@ func TestNilURL(t *testing.T) {
 			assert.Equal(t, 0, tr.Stats().InFlight)
 		})
 	}
+}
+
+// countingQueue is a queue.Interface other than *queue.Queue, as a queue
+// shared through Redis would be: it counts the slots it hands out.
+type countingQueue struct {
+	*queue.Queue
+	acquired atomic.Int32
+}
+
+func (q *countingQueue) Acquire(ctx context.Context) (func(), error) {
+	q.acquired.Add(1)
+	return q.Queue.Acquire(ctx)
+}
+
+func (q *countingQueue) TryAcquire() (func(), bool) {
+	q.acquired.Add(1)
+	return q.Queue.TryAcquire()
+}
+
+func TestWithQueueTakesAnyQueue(t *testing.T) {
+	q := &countingQueue{Queue: newQueue(t, 1, 0)}
+	tr := egress.NewTransport(&fakeBase{}, egress.WithQueue(q))
+
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+
+	assert.Equal(t, int32(1), q.acquired.Load())
+	assert.Equal(t, 1, tr.Stats().InFlight, "Stats reads the queue through the interface")
+	drainClose(t, resp)
+	assert.Equal(t, 0, tr.Stats().InFlight)
 }
