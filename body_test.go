@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 )
@@ -331,4 +333,68 @@ func TestBodyReadErrorReleasesTheSlot(t *testing.T) {
 
 	assert.ErrorIs(t, err, errBase)
 	assert.Equal(t, 0, q.Stats().InFlight, "a failed read gives the slot back, unclosed")
+}
+
+// releaseCounter is a queue.Interface that hands out any number of slots
+// and counts every call of every release func, so that a second release
+// shows, which a queue.Queue would absorb.
+type releaseCounter struct {
+	acquired, released atomic.Int32
+}
+
+func (q *releaseCounter) Acquire(context.Context) (func(), error) {
+	release, _ := q.TryAcquire()
+	return release, nil
+}
+
+func (q *releaseCounter) TryAcquire() (func(), bool) {
+	q.acquired.Add(1)
+	return func() { q.released.Add(1) }, true
+}
+
+func (q *releaseCounter) Stats() queue.Stats {
+	return queue.Stats{InFlight: int(q.acquired.Load() - q.released.Load())}
+}
+
+// TestSlotReleasedExactlyOnce ends a response every way it can end, in
+// several orders: the release func runs once, whatever comes after.
+func TestSlotReleasedExactlyOnce(t *testing.T) {
+	read := func(t *testing.T, resp *http.Response, _ context.CancelFunc) {
+		_, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+	}
+	closeBody := func(t *testing.T, resp *http.Response, _ context.CancelFunc) {
+		require.NoError(t, resp.Body.Close())
+	}
+	cancel := func(_ *testing.T, _ *http.Response, cancel context.CancelFunc) { cancel() }
+	tests := []struct {
+		name     string
+		giveEnds []func(t *testing.T, resp *http.Response, cancel context.CancelFunc)
+	}{
+		{name: "close, cancel", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){closeBody, cancel}},
+		{name: "cancel, close", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){cancel, closeBody}},
+		{name: "EOF, close, cancel", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){read, closeBody, cancel}},
+		{name: "cancel, EOF, close", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){cancel, read, closeBody}},
+		{name: "close twice", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){closeBody, closeBody}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := &releaseCounter{}
+				tr := egress.NewTransport(&fakeBase{}, egress.WithQueue(q))
+				ctx, cancelCtx := context.WithCancel(context.Background())
+				defer cancelCtx()
+				resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+
+				for _, end := range tt.giveEnds {
+					end(t, resp, cancelCtx)
+					synctest.Wait()
+				}
+
+				assert.Equal(t, int32(1), q.acquired.Load())
+				assert.Equal(t, int32(1), q.released.Load())
+			})
+		})
+	}
 }
