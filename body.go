@@ -22,7 +22,7 @@ const maxDrain = 64 << 10
 type releaseBody struct {
 	rc      io.ReadCloser
 	release func()
-	stop    func() bool // stops the context's AfterFunc; nil without one
+	stop    func() bool // stops the context's AfterFunc, which calls release; nil without one
 	done    atomic.Bool
 }
 
@@ -41,24 +41,16 @@ func (b *releaseBody) Close() error {
 }
 
 // releaseOnce releases the slot on a path other than the context's end,
-// and stops the context's AfterFunc so that the context holds no reference
-// to b.
+// unless the context ended first. Stopping the context's AfterFunc also
+// drops the context's reference to the slot.
 func (b *releaseBody) releaseOnce() {
-	if b.done.CompareAndSwap(false, true) {
-		if b.stop != nil {
-			b.stop()
-		}
-		b.release()
+	if !b.done.CompareAndSwap(false, true) {
+		return
 	}
-}
-
-// contextDone releases the slot when the request's context ends. It runs
-// on the AfterFunc's goroutine and must not read b.stop, which is set after
-// the AfterFunc is registered.
-func (b *releaseBody) contextDone() {
-	if b.done.CompareAndSwap(false, true) {
-		b.release()
+	if b.stop != nil && !b.stop() {
+		return // the context ended first: its AfterFunc released the slot
 	}
+	b.release()
 }
 
 // holdSlot makes resp's body release the queue slot when it is closed,
@@ -72,8 +64,8 @@ func holdSlot(ctx context.Context, resp *http.Response, release func()) {
 		return
 	}
 	b := &releaseBody{rc: resp.Body, release: release}
-	if ctx.Done() != nil { // a context that never ends needs no AfterFunc, which costs 3 allocations
-		b.stop = context.AfterFunc(ctx, b.contextDone)
+	if ctx.Done() != nil { // a context that never ends needs no AfterFunc, which costs 2 allocations
+		b.stop = context.AfterFunc(ctx, release)
 	}
 	resp.Body = b
 }
