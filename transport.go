@@ -29,7 +29,8 @@ import (
 // matches [queue.ErrFull] or [throttle.ErrLimitExceeded] with errors.Is,
 // also through the [*net/url.Error] that [http.Client] wraps around it; a
 // limit refusal is a *[throttle.LimitError] carrying the key and when to
-// come back. See RoundTrip for the steps.
+// come back. A retry that cannot be made is not such a refusal: the
+// response it was for comes back instead. See RoundTrip for the steps.
 //
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
