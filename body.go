@@ -1,28 +1,34 @@
 package egress
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"sync/atomic"
 )
 
-// maxDrain is how much of a discarded response's body is read before it
-// is closed, so that its connection can be reused. A longer body is closed
-// unread, which costs the connection, not a wait.
+// maxDrain is how much of a response's body is read into memory before a
+// retry: a discarded response is drained that far so that its connection
+// can be reused, and a response set aside is kept in memory up to that
+// size. A longer body is closed unread when discarded (which costs the
+// connection, not a wait), and keeps its connection while set aside.
 const maxDrain = 64 << 10
 
 // releaseBody is a response body that gives back its request's queue slot
-// when it is closed or read to the end, whichever comes first, exactly
-// once. Read and Close may be called concurrently, as net/http allows.
+// when it is closed, read to EOF or fails on read, or when the request's
+// context ends, whichever comes first, exactly once. Read and Close may be
+// called concurrently, as net/http allows.
 type releaseBody struct {
 	rc      io.ReadCloser
 	release func()
+	stop    func() bool // stops the context's AfterFunc, which calls release; nil without one
 	done    atomic.Bool
 }
 
 func (b *releaseBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
+	if err != nil {
 		b.releaseOnce()
 	}
 	return n, err
@@ -34,27 +40,65 @@ func (b *releaseBody) Close() error {
 	return err
 }
 
+// releaseOnce releases the slot on a path other than the context's end,
+// unless the context ended first. Stopping the context's AfterFunc also
+// drops the context's reference to the slot.
 func (b *releaseBody) releaseOnce() {
-	if b.done.CompareAndSwap(false, true) {
-		b.release()
+	if !b.done.CompareAndSwap(false, true) {
+		return
 	}
+	if b.stop != nil && !b.stop() {
+		return // the context ended first: its AfterFunc released the slot
+	}
+	b.release()
 }
 
-// holdSlot makes resp's body release the queue slot, or releases it now
-// when there is no body to hold it: a nil body, http.NoBody, or a 101
-// Switching Protocols, whose body is the connection itself, which
-// WebSocket clients type-assert to io.ReadWriteCloser.
-func holdSlot(resp *http.Response, release func()) {
+// holdSlot makes resp's body release the queue slot when it is closed,
+// read to the end or fails, or when ctx ends. It releases the slot now when
+// there is no body to hold it: a nil body, http.NoBody, or a 101 Switching
+// Protocols, whose body is the connection itself, which WebSocket clients
+// type-assert to io.ReadWriteCloser.
+func holdSlot(ctx context.Context, resp *http.Response, release func()) {
 	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
 		release()
 		return
 	}
-	resp.Body = &releaseBody{rc: resp.Body, release: release}
+	b := &releaseBody{rc: resp.Body, release: release}
+	if ctx.Done() != nil { // a context that never ends needs no AfterFunc, which costs 2 allocations
+		b.stop = context.AfterFunc(ctx, release)
+	}
+	resp.Body = b
 }
 
-// discard drains a bounded amount of resp's body and closes it.
+// setAside makes resp safe to hold while a retry is tried, and perhaps to
+// return later: a body shorter than maxDrain bytes is read into memory and
+// its connection freed. A longer body, or one that fails on read, keeps
+// what was read in front of the rest, and holds its connection until it is
+// discarded or returned.
+func setAside(resp *http.Response) *http.Response {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return resp
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain))
+	if err == nil && len(buf) < maxDrain {
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		return resp
+	}
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
+	return resp
+}
+
+// readCloser joins a Reader and a Closer.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// discard drains a bounded amount of resp's body and closes it. A nil resp
+// is left alone.
 func discard(resp *http.Response) {
-	if resp.Body == nil {
+	if resp == nil || resp.Body == nil {
 		return
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)

@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 )
@@ -240,4 +243,158 @@ func TestUncomparableBodies(t *testing.T) {
 
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 0, tr.Stats().InFlight)
+}
+
+// TestContextEndReleasesTheSlot holds a response without ever closing its
+// body, and ends the request's context: the slot comes back, once, and the
+// next request gets it.
+func TestContextEndReleasesTheSlot(t *testing.T) {
+	tests := []struct {
+		name string
+		// giveSend sends one request through tr, and returns its response
+		// once the request's context has ended.
+		giveSend func(t *testing.T, tr *egress.Transport) *http.Response
+	}{
+		{
+			name: "cancelled",
+			giveSend: func(t *testing.T, tr *egress.Transport) *http.Response {
+				ctx, cancel := context.WithCancel(context.Background())
+				resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+				cancel()
+				return resp
+			},
+		},
+		{
+			name: "deadline",
+			giveSend: func(t *testing.T, tr *egress.Transport) *http.Response {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+				time.Sleep(2 * time.Second)
+				return resp
+			},
+		},
+		{
+			name: "http.Client.Timeout",
+			giveSend: func(t *testing.T, tr *egress.Transport) *http.Response {
+				client := &http.Client{Transport: tr, Timeout: time.Second}
+				resp, err := client.Get("http://api.test/")
+				require.NoError(t, err)
+				time.Sleep(2 * time.Second)
+				return resp
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var bodies []*trackedBody
+				base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					resp := respond(req, http.StatusOK)
+					bodies = append(bodies, resp.Body.(*trackedBody))
+					return resp, nil
+				})
+				q := newQueue(t, 1, 0)
+				tr := egress.NewTransport(base, egress.WithQueue(q))
+
+				held := tt.giveSend(t, tr)
+				synctest.Wait()
+				require.Equal(t, 0, q.Stats().InFlight, "the context's end gave the slot back")
+
+				next, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err, "the next request gets the slot")
+				require.NoError(t, held.Body.Close())
+				assert.Equal(t, 1, q.Stats().InFlight, "a late Close does not free the next request's slot")
+				drainClose(t, next)
+				assert.Equal(t, 0, q.Stats().InFlight)
+				assert.Equal(t, int32(1), bodies[0].closes.Load(), "Close still reaches the base's body")
+			})
+		})
+	}
+}
+
+// failingBody fails every Read.
+type failingBody struct{ trackedBody }
+
+func (*failingBody) Read([]byte) (int, error) { return 0, errBase }
+
+func TestBodyReadErrorReleasesTheSlot(t *testing.T) {
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: &failingBody{}, Request: req}, nil
+	})
+	q := newQueue(t, 1, 0)
+	tr := egress.NewTransport(base, egress.WithQueue(q))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+
+	_, err = resp.Body.Read(make([]byte, 8))
+
+	assert.ErrorIs(t, err, errBase)
+	assert.Equal(t, 0, q.Stats().InFlight, "a failed read gives the slot back, unclosed")
+}
+
+// releaseCounter is a queue.Interface that hands out any number of slots
+// and counts every call of every release func, so that a second release
+// shows, which a queue.Queue would absorb.
+type releaseCounter struct {
+	acquired, released atomic.Int32
+}
+
+func (q *releaseCounter) Acquire(context.Context) (func(), error) {
+	release, _ := q.TryAcquire()
+	return release, nil
+}
+
+func (q *releaseCounter) TryAcquire() (func(), bool) {
+	q.acquired.Add(1)
+	return func() { q.released.Add(1) }, true
+}
+
+func (q *releaseCounter) Stats() queue.Stats {
+	return queue.Stats{InFlight: int(q.acquired.Load() - q.released.Load())}
+}
+
+// TestSlotReleasedExactlyOnce ends a response every way it can end, in
+// several orders: the release func runs once, whatever comes after.
+func TestSlotReleasedExactlyOnce(t *testing.T) {
+	read := func(t *testing.T, resp *http.Response, _ context.CancelFunc) {
+		_, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+	}
+	closeBody := func(t *testing.T, resp *http.Response, _ context.CancelFunc) {
+		require.NoError(t, resp.Body.Close())
+	}
+	cancel := func(_ *testing.T, _ *http.Response, cancel context.CancelFunc) { cancel() }
+	tests := []struct {
+		name     string
+		giveEnds []func(t *testing.T, resp *http.Response, cancel context.CancelFunc)
+	}{
+		{name: "close, cancel", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){closeBody, cancel}},
+		{name: "cancel, close", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){cancel, closeBody}},
+		{name: "EOF, close, cancel", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){read, closeBody, cancel}},
+		{name: "cancel, EOF, close", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){cancel, read, closeBody}},
+		{name: "close twice", giveEnds: []func(*testing.T, *http.Response, context.CancelFunc){closeBody, closeBody}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := &releaseCounter{}
+				tr := egress.NewTransport(&fakeBase{}, egress.WithQueue(q))
+				ctx, cancelCtx := context.WithCancel(context.Background())
+				defer cancelCtx()
+				resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+
+				for _, end := range tt.giveEnds {
+					end(t, resp, cancelCtx)
+					synctest.Wait()
+				}
+
+				assert.Equal(t, int32(1), q.acquired.Load())
+				assert.Equal(t, int32(1), q.released.Load())
+			})
+		})
+	}
 }

@@ -15,13 +15,15 @@ type Observer struct {
 	// budget, or both.
 	Waited func(WaitInfo)
 
-	// Refused is called when the Transport fails a request itself rather
-	// than send it: the queue is full, the limiter refuses, or the
-	// limiter fails.
+	// Refused is called when the Transport refuses to send an attempt
+	// itself: the queue is full, the limiter refuses, or the limiter
+	// fails. A refused retry is reported too, although RoundTrip then
+	// returns the response that the retry was for.
 	Refused func(RefusalInfo)
 
-	// Retrying is called when a response is discarded to try again, before
-	// the delay.
+	// Retrying is called when a response is set aside to try again,
+	// before the delay. If the retry cannot be made, the response set
+	// aside is returned after all.
 	Retrying func(RetryInfo)
 
 	// Paused is called when a response makes the Transport pause a key.
@@ -48,19 +50,20 @@ type RefusalInfo struct {
 	Key string
 	// Attempt counts the attempts of this request, from 1.
 	Attempt int
-	// Err says why, and is the error RoundTrip returns: it matches
-	// [queue.ErrFull] or [throttle.ErrLimitExceeded] with errors.Is, or is
-	// the limiter's own error.
+	// Err says why, and is the error RoundTrip returns, unless an earlier
+	// attempt's response is returned instead: it matches [queue.ErrFull]
+	// or [throttle.ErrLimitExceeded] with errors.Is, or is the limiter's
+	// own error.
 	Err error
 }
 
-// RetryInfo describes a response the Transport discarded to try again.
+// RetryInfo describes a response the Transport set aside to try again.
 type RetryInfo struct {
 	// Key is the request's budget key.
 	Key string
 	// Attempt is the attempt that got the response, from 1.
 	Attempt int
-	// StatusCode is the discarded response's status.
+	// StatusCode is the status of the response set aside.
 	StatusCode int
 	// Delay is how long the request waits before it books its next slot:
 	// the server's delay plus jitter, or a local backoff.

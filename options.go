@@ -45,12 +45,17 @@ func WithLimiter(l throttle.Limiter) Option {
 }
 
 // WithQueue bounds the requests in flight with q: each request holds one of
-// q's slots from the start of RoundTrip until its response body is closed
-// or read to the end. When q's wait line is full, RoundTrip fails at once
-// with an error that matches [queue.ErrFull]. WithQueue panics if q is nil.
-func WithQueue(q *queue.Queue) Option {
-	if q == nil {
-		panic("egress: WithQueue given a nil *queue.Queue")
+// q's slots from the start of RoundTrip until its response body is closed,
+// read to the end or fails, or its context ends. When q's wait line is
+// full, RoundTrip fails at once with an error that matches
+// [queue.ErrFull].
+//
+// q is usually a [*queue.Queue], which bounds one process; any
+// [queue.Interface], such as a queue shared by several processes, works
+// too. WithQueue panics if q is nil or a nil *queue.Queue.
+func WithQueue(q queue.Interface) Option {
+	if qq, ok := q.(*queue.Queue); q == nil || (ok && qq == nil) {
+		panic("egress: WithQueue given a nil queue")
 	}
 	return optionFunc(func(t *Transport) { t.queue = q })
 }
@@ -112,5 +117,5 @@ func WithObserver(o *Observer) Option {
 	if o == nil {
 		panic("egress: WithObserver given a nil *Observer")
 	}
-	return optionFunc(func(t *Transport) { t.obs = *o })
+	return optionFunc(func(t *Transport) { t.observer = *o })
 }

@@ -312,3 +312,109 @@ func TestRetryWithoutLimiter(t *testing.T) {
 		assert.Equal(t, egress.Stats{Sent: 2, Retries: 1}, tr.Stats())
 	})
 }
+
+// TestRefusedRetryReturnsTheResponse answers 429 (or 503) and then makes
+// the retry impossible in each way it can be: the caller gets the response
+// that arrived, never a local error, and every slot and body is given back.
+func TestRefusedRetryReturnsTheResponse(t *testing.T) {
+	failSecond := func(l throttle.Limiter) throttle.Limiter {
+		var calls int
+		return limiterFunc(func(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+			if calls++; calls > 1 {
+				return nil, throttle.ErrTooManyKeys
+			}
+			return l.Reserve(ctx, key, n, maxWait)
+		})
+	}
+	tests := []struct {
+		name        string
+		giveLimiter func(l throttle.Limiter) throttle.Limiter
+		giveMaxWait time.Duration
+		giveTimeout time.Duration // 0: no deadline
+		giveRetry   func(req *http.Request) (*http.Response, error)
+		wantSent    int
+		wantRefused uint64
+	}{
+		{
+			name:        "slot beyond the max wait",
+			giveLimiter: func(l throttle.Limiter) throttle.Limiter { return l },
+			giveMaxWait: 500 * time.Millisecond,
+			wantSent:    1,
+			wantRefused: 1,
+		},
+		{
+			name:        "slot beyond the deadline",
+			giveLimiter: func(l throttle.Limiter) throttle.Limiter { return l },
+			giveMaxWait: time.Minute,
+			giveTimeout: 1500 * time.Millisecond,
+			wantSent:    1,
+			wantRefused: 1,
+		},
+		{
+			name:        "limiter error",
+			giveLimiter: failSecond,
+			giveMaxWait: time.Minute,
+			wantSent:    1,
+			wantRefused: 1,
+		},
+		{
+			name:        "the retry's attempt fails",
+			giveLimiter: func(l throttle.Limiter) throttle.Limiter { return l },
+			giveMaxWait: time.Minute,
+			giveRetry:   func(*http.Request) (*http.Response, error) { return nil, errBase },
+			wantSent:    2,
+		},
+		{
+			name:        "the retry's attempt breaks the contract",
+			giveLimiter: func(l throttle.Limiter) throttle.Limiter { return l },
+			giveMaxWait: time.Minute,
+			giveRetry:   func(*http.Request) (*http.Response, error) { return nil, nil },
+			wantSent:    2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var bodies []*trackedBody
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					if n > 0 {
+						return tt.giveRetry(req)
+					}
+					resp := respond(req, http.StatusTooManyRequests, "Retry-After", "1")
+					bodies = append(bodies, resp.Body.(*trackedBody))
+					return resp, nil
+				}}
+				q := newQueue(t, 1, 0)
+				tr := egress.NewTransport(base,
+					egress.WithLimiter(tt.giveLimiter(newTokenBucket(t, throttle.PerSecond(1), 1))),
+					egress.WithMaxWait(tt.giveMaxWait),
+					egress.WithQueue(q),
+					egress.WithRetry(retryafter.Policy{Jitter: zeroJitter}),
+				)
+				ctx := context.Background()
+				if tt.giveTimeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.giveTimeout)
+					defer cancel()
+				}
+				req, reqBody := unreplayable(t, ctx, http.MethodPut)
+				req.GetBody = func() (io.ReadCloser, error) { return newTrackedBody("payload"), nil }
+
+				resp, err := tr.RoundTrip(req)
+
+				require.NoError(t, err, "a response arrived")
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+				assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+				got, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				assert.Equal(t, "ok", string(got), "the body is the upstream's")
+				require.NoError(t, resp.Body.Close())
+				assert.Equal(t, int32(1), bodies[0].closes.Load())
+				assert.Equal(t, int32(1), reqBody.closes.Load())
+				assert.Equal(t, 0, q.Stats().InFlight)
+				assert.Equal(t, tt.wantSent, base.count())
+				assert.Equal(t, tt.wantRefused, tr.Stats().Refused)
+			})
+		})
+	}
+}

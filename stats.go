@@ -12,7 +12,9 @@ type Stats struct {
 	// Sent is the number of attempts handed to the base RoundTripper,
 	// retries included.
 	Sent uint64
-	// Retries is the number of responses discarded to try again.
+	// Retries is the number of retries begun: responses set aside to try
+	// again, including those returned after all when the retry could not
+	// be made.
 	Retries uint64
 	// Refused is the number of requests the Transport failed instead of
 	// sending: queue full, limit exceeded, or limiter error.

@@ -29,20 +29,21 @@ import (
 // matches [queue.ErrFull] or [throttle.ErrLimitExceeded] with errors.Is,
 // also through the [*net/url.Error] that [http.Client] wraps around it; a
 // limit refusal is a *[throttle.LimitError] carrying the key and when to
-// come back. See RoundTrip for the steps.
+// come back. A retry that cannot be made is not such a refusal: the
+// response it was for comes back instead. See RoundTrip for the steps.
 //
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
-	base    http.RoundTripper
-	limiter throttle.Limiter
-	pauser  throttle.Pauser // limiter, when it can pause keys
-	queue   *queue.Queue
-	policy  retryafter.Policy
-	retry   bool // WithRetry was given
-	keyOf   func(*http.Request) string
-	costOf  func(*http.Request) int
-	maxWait time.Duration
-	obs     Observer
+	base     http.RoundTripper
+	limiter  throttle.Limiter
+	pauser   throttle.Pauser // limiter, when it can pause keys
+	queue    queue.Interface
+	policy   retryafter.Policy
+	retry    bool // WithRetry was given
+	keyOf    func(*http.Request) string
+	costOf   func(*http.Request) int
+	maxWait  time.Duration
+	observer Observer
 
 	sent, retries, refused, pauses atomic.Uint64
 }
@@ -96,14 +97,22 @@ func NewClient(opts ...Option) *http.Client {
 //     delay, or quota headers at 0, even on a 200), pauses the key for
 //     every caller of the limiter, for at most the policy's MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
-//     replayed, discards the response (draining at most 64 KiB of it)
-//     and tries again from step 3 after the server's delay, or after a
-//     local backoff that delays this request only.
+//     replayed, sets the response aside (reading at most 64 KiB of its
+//     body into memory, so that its connection is freed) and tries again
+//     from step 3 after the server's delay, or after a local backoff that
+//     delays this request only.
 //
-// The queue slot is held until the returned response's body is closed or
-// read to EOF, and released exactly once. A 101 Switching Protocols
-// response is returned with its body unwrapped, since WebSocket clients
-// type-assert it to [io.ReadWriteCloser]; its slot is released at once.
+// A response that arrived is never turned into an error: when a retry
+// cannot be made (its slot lies beyond the max wait or the deadline, the
+// limiter fails, the context ends, or the retry's own attempt fails), the
+// response set aside is returned, as when the policy's attempts run out.
+//
+// The queue slot is held until the returned response's body is closed,
+// read to EOF or fails on read, or the request's context ends (as when
+// [http.Client.Timeout] fires), whichever comes first, and released
+// exactly once. A 101 Switching Protocols response is returned with its
+// body unwrapped, since WebSocket clients type-assert it to
+// [io.ReadWriteCloser]; its slot is released at once.
 //
 // A pause cannot recall requests already sent: those on the wire when the
 // upstream's 429 arrived may meet 429s too.
@@ -112,7 +121,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.sent.Add(1)
 		return t.roundTripper().RoundTrip(req)
 	}
-	if err := req.Context().Err(); err != nil {
+	if req.URL == nil {
+		closeBody(req.Body)
+		return nil, errNilURL
+	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
 		closeBody(req.Body)
 		return nil, err
 	}
@@ -135,23 +149,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		release()
 		return nil, err
 	}
-	holdSlot(resp, release)
+	holdSlot(ctx, resp, release)
 	return resp, nil
-}
-
-// CloseIdleConnections closes the idle connections of the base
-// RoundTripper, if it has such a method, as [http.Transport] does.
-func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.roundTripper().(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
-}
-
-func (t *Transport) roundTripper() http.RoundTripper {
-	if t.base == nil {
-		return http.DefaultTransport
-	}
-	return t.base
 }
 
 // call is the state of one RoundTrip.
@@ -173,12 +172,12 @@ func (c *call) acquire() (func(), error) {
 		return release, nil
 	}
 	var start time.Time
-	if c.t.obs.Waited != nil {
+	if c.t.observer.Waited != nil {
 		start = time.Now()
 	}
 	release, err := q.Acquire(c.req.Context())
 	if errors.Is(err, queue.ErrFull) {
-		return nil, c.refuse(&refusal{key: c.key, err: err})
+		return nil, c.refuse(&notSentError{key: c.key, err: err})
 	}
 	if err != nil {
 		return nil, err
@@ -190,34 +189,28 @@ func (c *call) acquire() (func(), error) {
 }
 
 // run books, sends and retries until it has a response to return. It
-// closes c.body on every error it returns before the body is sent.
+// closes c.body on every error it returns before the body is sent. Once a
+// response has arrived, it returns a response: the latest one, if a retry
+// fails.
 func (c *call) run() (*http.Response, error) {
 	ctx := c.req.Context()
+	var last *http.Response // set aside while its retry is tried
 	for {
 		if err := c.book(ctx); err != nil {
 			closeBody(c.body)
-			return nil, err
+			return orLast(last, err)
 		}
-		out := c.outgoing()
-		c.body = nil // the base RoundTripper closes it from here on
-		c.t.sent.Add(1)
-		resp, err := c.t.roundTripper().RoundTrip(out)
-		switch {
-		case err != nil:
-			if resp != nil {
-				discard(resp)
-			}
-			return nil, err
-		case resp == nil:
-			return nil, errNilResponse
+		resp, err := c.send()
+		if err != nil {
+			return orLast(last, err)
 		}
+		discard(last)
+		last = nil
+
 		now := time.Now()
 		c.pause(resp, now)
-		if !c.t.retry {
-			return resp, nil
-		}
-		delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
-		if !ok || !before(ctx, delay) {
+		delay, ok := c.retryAfter(resp, now)
+		if !ok {
 			return resp, nil
 		}
 		body, fresh, err := rewind(c.req)
@@ -225,14 +218,14 @@ func (c *call) run() (*http.Response, error) {
 			return resp, nil // this response is the best answer left
 		}
 		c.t.retries.Add(1)
-		if f := c.t.obs.Retrying; f != nil {
+		if f := c.t.observer.Retrying; f != nil {
 			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
 		}
-		discard(resp)
+		last = setAside(resp)
 		c.body, c.fresh = body, fresh
 		if err := sleep(ctx, delay); err != nil {
 			closeBody(c.body)
-			return nil, err
+			return orLast(last, err)
 		}
 		c.attempt++
 	}
@@ -256,12 +249,14 @@ func (c *call) book(ctx context.Context) error {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
 	case err != nil:
-		return c.refuse(&refusal{key: c.key, err: err})
+		return c.refuse(&notSentError{key: c.key, err: err})
+	case r == nil:
+		return c.refuse(&notSentError{key: c.key, err: errNilReservation})
 	case !r.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
 	var start time.Time
-	if c.t.obs.Waited != nil && r.Delay > 0 {
+	if c.t.observer.Waited != nil && r.Delay > 0 {
 		start = time.Now()
 	}
 	if err := r.Wait(ctx); err != nil {
@@ -283,7 +278,7 @@ func (c *call) book(ctx context.Context) error {
 func (c *call) waited(limiter time.Duration) {
 	queued := c.queued
 	c.queued = 0 // later attempts keep the slot
-	if f := c.t.obs.Waited; f != nil && (queued > 0 || limiter > 0) {
+	if f := c.t.observer.Waited; f != nil && (queued > 0 || limiter > 0) {
 		f(WaitInfo{Key: c.key, Attempt: c.attempt, Queue: queued, Limiter: limiter})
 	}
 }
@@ -291,10 +286,39 @@ func (c *call) waited(limiter time.Duration) {
 // refuse counts and reports a refusal, and returns err.
 func (c *call) refuse(err error) error {
 	c.t.refused.Add(1)
-	if f := c.t.obs.Refused; f != nil {
+	if f := c.t.observer.Refused; f != nil {
 		f(RefusalInfo{Key: c.key, Attempt: c.attempt, Err: err})
 	}
 	return err
+}
+
+// send hands this attempt to the base RoundTripper, which closes the body
+// from here on. It returns a response or an error, never both.
+func (c *call) send() (*http.Response, error) {
+	out := c.outgoing()
+	c.body = nil
+	c.t.sent.Add(1)
+	resp, err := c.t.roundTripper().RoundTrip(out)
+	switch {
+	case err != nil:
+		discard(resp)
+		return nil, err
+	case resp == nil:
+		return nil, errNilResponse
+	}
+	return resp, nil
+}
+
+// outgoing returns the request to send for this attempt: req itself, or,
+// when a retry needs a fresh body, a shallow copy carrying it.
+func (c *call) outgoing() *http.Request {
+	if !c.fresh {
+		return c.req
+	}
+	out := new(http.Request)
+	*out = *c.req
+	out.Body = c.body
+	return out
 }
 
 // pause pauses the call's key when resp asks every caller to wait.
@@ -311,21 +335,25 @@ func (c *call) pause(resp *http.Response, now time.Time) {
 	err := c.t.pauser.Pause(ctx, c.key, d)
 	stop()
 	c.t.pauses.Add(1)
-	if f := c.t.obs.Paused; f != nil {
+	if f := c.t.observer.Paused; f != nil {
 		f(PauseInfo{Key: c.key, StatusCode: resp.StatusCode, Duration: d, Err: err})
 	}
 }
 
-// outgoing returns the request to send for this attempt: req itself, or,
-// when a retry needs a fresh body, a shallow copy carrying it.
-func (c *call) outgoing() *http.Request {
-	if !c.fresh {
-		return c.req
+// retryAfter reports whether to retry after resp, and after how long: the
+// policy must allow it, and the context's deadline leave time for it.
+func (c *call) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if !c.t.retry {
+		return 0, false
 	}
-	out := new(http.Request)
-	*out = *c.req
-	out.Body = c.body
-	return out
+	delay, ok := c.t.policy.Next(c.req, resp, c.attempt, now)
+	return delay, ok && leavesTime(c.req.Context(), delay)
+}
+
+// leavesTime reports whether ctx leaves at least d before its deadline.
+func leavesTime(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= d
 }
 
 // rewind returns the body for another attempt of req: req's own when it
@@ -341,10 +369,13 @@ func rewind(req *http.Request) (body io.ReadCloser, fresh bool, err error) {
 	return body, err == nil, err
 }
 
-// before reports whether ctx leaves at least d before its deadline.
-func before(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || time.Until(deadline) >= d
+// orLast returns last when a response has arrived, and err otherwise: a
+// response that was sent and received never turns into a local error.
+func orLast(last *http.Response, err error) (*http.Response, error) {
+	if last != nil {
+		return last, nil
+	}
+	return nil, err
 }
 
 // sleep waits d, or until ctx ends.
@@ -360,4 +391,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper, if it has such a method, as [http.Transport] does.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.roundTripper().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) roundTripper() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
 }

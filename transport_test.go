@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,7 +119,12 @@ func TestNilOptionsPanic(t *testing.T) {
 		{
 			name:      "WithQueue",
 			giveBuild: func() { egress.WithQueue(nil) },
-			wantPanic: "egress: WithQueue given a nil *queue.Queue",
+			wantPanic: "egress: WithQueue given a nil queue",
+		},
+		{
+			name:      "WithQueue nil *queue.Queue",
+			giveBuild: func() { egress.WithQueue((*queue.Queue)(nil)) },
+			wantPanic: "egress: WithQueue given a nil queue",
 		},
 		{
 			name:      "WithKey",
@@ -256,6 +262,13 @@ func TestRequestBodyClosedOnEarlyReturn(t *testing.T) {
 			giveOpt: egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1)),
 			giveCtx: cancelled,
 			wantErr: context.Canceled,
+		},
+		{
+			name: "limiter breaks its contract",
+			giveOpt: egress.WithLimiter(limiterFunc(func(context.Context, string, int, time.Duration) (*throttle.Reservation, error) {
+				return nil, nil
+			})),
+			giveCtx: context.Background,
 		},
 		{
 			name:    "negative cost",
@@ -565,4 +578,68 @@ func TestObserverAndStats(t *testing.T) {
 		assert.Equal(t, []egress.PauseInfo{{Key: "api.test", StatusCode: 429, Duration: 3 * time.Second}}, pauses)
 		assert.Equal(t, egress.Stats{Sent: 3, Retries: 1, Pauses: 1}, tr.Stats())
 	})
+}
+
+// TestNilURL sends a request without a URL, which net/http's own Transport
+// refuses with an error: every configuration returns an error too, closes
+// the body, and sends nothing.
+func TestNilURL(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveOpts []egress.Option
+	}{
+		{name: "limiter", giveOpts: []egress.Option{egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1))}},
+		{name: "retry", giveOpts: []egress.Option{egress.WithRetry(retryafter.Policy{})}},
+		{name: "queue", giveOpts: []egress.Option{egress.WithQueue(newQueue(t, 1, 0))}},
+		{name: "key by header", giveOpts: []egress.Option{
+			egress.WithKey(egress.KeyByHeader("X-Api-Key")),
+			egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1)),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &fakeBase{}
+			tr := egress.NewTransport(base, tt.giveOpts...)
+			req, body := unreplayable(t, context.Background(), http.MethodPost)
+			req.URL = nil
+
+			resp, err := tr.RoundTrip(req)
+
+			assert.Nil(t, resp)
+			assert.EqualError(t, err, "egress: nil Request.URL")
+			assert.Equal(t, int32(1), body.closes.Load())
+			assert.Equal(t, 0, base.count())
+			assert.Equal(t, 0, tr.Stats().InFlight)
+		})
+	}
+}
+
+// countingQueue is a queue.Interface other than *queue.Queue, as a queue
+// shared through Redis would be: it counts the slots it hands out.
+type countingQueue struct {
+	*queue.Queue
+	acquired atomic.Int32
+}
+
+func (q *countingQueue) Acquire(ctx context.Context) (func(), error) {
+	q.acquired.Add(1)
+	return q.Queue.Acquire(ctx)
+}
+
+func (q *countingQueue) TryAcquire() (func(), bool) {
+	q.acquired.Add(1)
+	return q.Queue.TryAcquire()
+}
+
+func TestWithQueueTakesAnyQueue(t *testing.T) {
+	q := &countingQueue{Queue: newQueue(t, 1, 0)}
+	tr := egress.NewTransport(&fakeBase{}, egress.WithQueue(q))
+
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+
+	assert.Equal(t, int32(1), q.acquired.Load())
+	assert.Equal(t, 1, tr.Stats().InFlight, "Stats reads the queue through the interface")
+	drainClose(t, resp)
+	assert.Equal(t, 0, tr.Stats().InFlight)
 }

@@ -25,6 +25,7 @@
 // [Queue.Stats] reports how many calls are in flight, how many are waiting
 // and how many were turned away.
 //
-// The egress Transport takes a Queue through egress.WithQueue, and holds a
-// slot from the start of a request until its response body is closed.
+// The egress Transport takes a Queue, or any [Interface], through
+// egress.WithQueue, and holds a slot from the start of a request until its
+// response body is closed or its context ends.
 package queue

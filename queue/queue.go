@@ -12,6 +12,28 @@ import (
 // line already holds as many callers as the Queue allows.
 var ErrFull = errors.New("queue: full")
 
+// Interface is what a caller needs of a bounded queue: a slot, waited for
+// or taken at once, and a snapshot of the counts. [*Queue] implements it
+// within one process; a queue shared by several processes (through Redis,
+// say) implements it too, so that code written against Interface, such as
+// egress.WithQueue, takes either.
+//
+// Implementations must be safe for concurrent use, follow [Queue.Acquire]
+// and [Queue.TryAcquire] in what they return, and make every release
+// function safe to call more than once.
+type Interface interface {
+	// Acquire takes a slot, waiting in line until one is free or ctx is
+	// done; it fails with an error matching [ErrFull] when the line is
+	// full. See [Queue.Acquire].
+	Acquire(ctx context.Context) (release func(), err error)
+	// TryAcquire takes a free slot without waiting, or reports false.
+	TryAcquire() (release func(), ok bool)
+	// Stats returns a snapshot of the counts.
+	Stats() Stats
+}
+
+var _ Interface = (*Queue)(nil)
+
 // Queue bounds the number of calls in flight, and the number of callers
 // waiting for a slot.
 //
@@ -49,7 +71,10 @@ type Queue struct {
 	// generation it was granted, acts only once: after its first call the
 	// generation has moved on. free holds the indices of the slots nobody
 	// holds. Both grow only up to the largest number of calls ever in
-	// flight at once, and are reused afterwards.
+	// flight at once, and are reused afterwards. A flag per grant would be
+	// simpler but cost a second allocation per Acquire; generations buy the
+	// Transport's goal of at most 3 allocations per request (bench/micro,
+	// BenchmarkTransportOverhead).
 	gens []uint64
 	free []int
 }

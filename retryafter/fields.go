@@ -8,119 +8,72 @@ import (
 	"unicode/utf8"
 )
 
-// The header fields this package reads, in canonical form, so that a lookup
-// is one map access with no canonicalization and no concatenation.
+// The header fields this package reads besides the quota dialects, in
+// canonical form, so that a lookup is one map access.
 const (
-	keyRetryAfter   = "Retry-After"
-	keyRetryAfterMs = "Retry-After-Ms"
-	keyDate         = "Date"
-	keyAge          = "Age"
-
-	keyRateLimit          = "Ratelimit"
-	keyRateLimitPolicy    = "Ratelimit-Policy"
-	keyRateLimitLimit     = "Ratelimit-Limit"
-	keyRateLimitRemaining = "Ratelimit-Remaining"
-	keyRateLimitReset     = "Ratelimit-Reset"
-
-	keyXRateLimitResource   = "X-Ratelimit-Resource"
-	keyXRateLimitBucket     = "X-Ratelimit-Bucket"
-	keyXRateLimitLimit      = "X-Ratelimit-Limit"
-	keyXRateLimitRemaining  = "X-Ratelimit-Remaining"
-	keyXRateLimitReset      = "X-Ratelimit-Reset"
-	keyXRateLimitResetAfter = "X-Ratelimit-Reset-After"
-
-	keyXRateLimitDashLimit     = "X-Rate-Limit-Limit"
-	keyXRateLimitDashRemaining = "X-Rate-Limit-Remaining"
-	keyXRateLimitDashReset     = "X-Rate-Limit-Reset"
-
-	keyOpenAILimitRequests     = "X-Ratelimit-Limit-Requests"
-	keyOpenAIRemainingRequests = "X-Ratelimit-Remaining-Requests"
-	keyOpenAIResetRequests     = "X-Ratelimit-Reset-Requests"
-	keyOpenAILimitTokens       = "X-Ratelimit-Limit-Tokens"
-	keyOpenAIRemainingTokens   = "X-Ratelimit-Remaining-Tokens"
-	keyOpenAIResetTokens       = "X-Ratelimit-Reset-Tokens"
-
-	keyAnthropicRequestsLimit         = "Anthropic-Ratelimit-Requests-Limit"
-	keyAnthropicRequestsRemaining     = "Anthropic-Ratelimit-Requests-Remaining"
-	keyAnthropicRequestsReset         = "Anthropic-Ratelimit-Requests-Reset"
-	keyAnthropicTokensLimit           = "Anthropic-Ratelimit-Tokens-Limit"
-	keyAnthropicTokensRemaining       = "Anthropic-Ratelimit-Tokens-Remaining"
-	keyAnthropicTokensReset           = "Anthropic-Ratelimit-Tokens-Reset"
-	keyAnthropicInputTokensLimit      = "Anthropic-Ratelimit-Input-Tokens-Limit"
-	keyAnthropicInputTokensRemaining  = "Anthropic-Ratelimit-Input-Tokens-Remaining"
-	keyAnthropicInputTokensReset      = "Anthropic-Ratelimit-Input-Tokens-Reset"
-	keyAnthropicOutputTokensLimit     = "Anthropic-Ratelimit-Output-Tokens-Limit"
-	keyAnthropicOutputTokensRemaining = "Anthropic-Ratelimit-Output-Tokens-Remaining"
-	keyAnthropicOutputTokensReset     = "Anthropic-Ratelimit-Output-Tokens-Reset"
-
-	keyShopifyCallLimit = "X-Shopify-Shop-Api-Call-Limit"
+	keyRetryAfter      = "Retry-After"
+	keyRetryAfterMs    = "Retry-After-Ms"
+	keyDate            = "Date"
+	keyAge             = "Age"
+	keyRateLimit       = "Ratelimit"        // IETF, a Structured Field
+	keyRateLimitPolicy = "Ratelimit-Policy" // IETF, a Structured Field
 )
 
-// group is a set of header families, one bit each. Reading a family whose
-// bit is clear is skipped: none of its fields is present.
-type group uint16
+// present is a set of what a header holds: bit i for a field of
+// dialects[i], and the bits below for the other fields.
+type present uint32
 
 const (
-	groupRetryAfter     group = 1 << iota // Retry-After, Retry-After-Ms
-	groupIETF                             // RateLimit, RateLimit-Policy
-	groupDraft03                          // RateLimit-Limit, -Remaining, -Reset
-	groupXRateLimit                       // X-RateLimit-* of GitHub, Discord, Envoy
-	groupXRateLimitDash                   // x-rate-limit-* of X
-	groupOpenAI                           // x-ratelimit-*-requests, -tokens
-	groupAnthropic                        // anthropic-ratelimit-*
-	groupShopify                          // X-Shopify-Shop-Api-Call-Limit
-	groupDate                             // Date
-	groupAge                              // Age
+	presentRetryAfter present = 1 << (31 - iota) // Retry-After, Retry-After-Ms
+	presentIETF                                  // RateLimit, RateLimit-Policy
+	presentDate                                  // Date
+	presentAge                                   // Age
 
-	// groupQuota is every family that describes a quota.
-	groupQuota = groupIETF | groupDraft03 | groupXRateLimit | groupXRateLimitDash |
-		groupOpenAI | groupAnthropic | groupShopify
+	// presentQuota is every bit that describes a quota.
+	presentQuota = presentIETF | (presentAge - 1) // IETF's, and every dialect's bit
 
-	// groupAll is every field this package reads.
-	groupAll = groupRetryAfter | groupQuota | groupDate | groupAge
+	// maxDialects is how many dialects the bits below presentAge can tell
+	// apart.
+	maxDialects = 28
+
+	// presentAll is everything this package reads.
+	presentAll = ^present(0)
 )
 
-// groupOf returns the family of a canonical key, or 0 for a field this
-// package does not read.
-func groupOf(key string) group {
-	switch key {
-	case keyRetryAfter, keyRetryAfterMs:
-		return groupRetryAfter
-	case keyDate:
-		return groupDate
-	case keyAge:
-		return groupAge
-	case keyRateLimit, keyRateLimitPolicy:
-		return groupIETF
-	case keyRateLimitLimit, keyRateLimitRemaining, keyRateLimitReset:
-		return groupDraft03
-	case keyXRateLimitResource, keyXRateLimitBucket, keyXRateLimitLimit,
-		keyXRateLimitRemaining, keyXRateLimitReset, keyXRateLimitResetAfter:
-		return groupXRateLimit
-	case keyXRateLimitDashLimit, keyXRateLimitDashRemaining, keyXRateLimitDashReset:
-		return groupXRateLimitDash
-	case keyOpenAILimitRequests, keyOpenAIRemainingRequests, keyOpenAIResetRequests,
-		keyOpenAILimitTokens, keyOpenAIRemainingTokens, keyOpenAIResetTokens:
-		return groupOpenAI
-	case keyAnthropicRequestsLimit, keyAnthropicRequestsRemaining, keyAnthropicRequestsReset,
-		keyAnthropicTokensLimit, keyAnthropicTokensRemaining, keyAnthropicTokensReset,
-		keyAnthropicInputTokensLimit, keyAnthropicInputTokensRemaining, keyAnthropicInputTokensReset,
-		keyAnthropicOutputTokensLimit, keyAnthropicOutputTokensRemaining, keyAnthropicOutputTokensReset:
-		return groupAnthropic
-	case keyShopifyCallLimit:
-		return groupShopify
+// fieldIndex maps every field this package reads, in canonical form, to its
+// presence bit. It is derived from the constants above and from dialects,
+// and never written after.
+var fieldIndex = indexFields()
+
+func indexFields() map[string]present {
+	m := map[string]present{
+		keyRetryAfter:      presentRetryAfter,
+		keyRetryAfterMs:    presentRetryAfter,
+		keyRateLimit:       presentIETF,
+		keyRateLimitPolicy: presentIETF,
+		keyDate:            presentDate,
+		keyAge:             presentAge,
 	}
-	return 0
+	for i, d := range dialects {
+		for _, k := range d.fields() {
+			m[k] |= 1 << i
+		}
+	}
+	return m
 }
 
-// fields is a header as this package reads it: which families it holds,
-// and whether any of their keys is spelled other than canonically, as in a
-// header built by hand as a map literal. Build one with scan.
+// maxKeyLen is the longest field name fieldIndex can hold; a longer key is
+// none of ours.
+const maxKeyLen = 64
+
+// fields is a header as this package reads it: which fields it holds, and
+// whether any of them is spelled other than canonically, as in a header
+// built by hand as a map literal. Build one with scan.
 //
 // Its zero value is an empty header.
 type fields struct {
 	h   http.Header
-	set group
+	set present
 
 	// folded is set when h holds a key that equals one of ours only
 	// case-insensitively. Lookups then gather every spelling, which costs
@@ -129,45 +82,58 @@ type fields struct {
 	folded bool
 }
 
-// scan makes one pass over the keys of h and notes the families present.
-// It does not allocate for a header whose keys are canonical.
+// scan makes one pass over the keys of h and notes which of ours are
+// present. It does not allocate, and the presence bits let every reader
+// skip the fields that are absent: together they keep [Policy.Pause], which
+// the Transport calls on every response, free of allocations on ordinary
+// responses (TestAllocs in alloc_test.go).
 func scan(h http.Header) fields {
 	f := fields{h: h}
 	for k := range h {
-		if g := groupOf(k); g != 0 {
-			f.set |= g
-			continue
-		}
-		if !mayFold(k) {
-			continue
-		}
-		if c := http.CanonicalHeaderKey(k); c != k {
-			if g := groupOf(c); g != 0 {
-				f.set |= g
-				f.folded = true
-			}
+		if p, ok := fieldIndex[k]; ok {
+			f.set |= p
+		} else if p, ok := lookupFolded(k); ok {
+			f.set |= p
+			f.folded = true
 		} else if !isASCII(k) {
 			// strings.EqualFold, which the lookups use, folds "ſ" to
 			// "s" and the Kelvin sign to "k": such a key may be one of
 			// ours. Read everything the slow way.
-			f.set, f.folded = groupAll, true
+			f.set, f.folded = presentAll, true
 		}
 	}
 	return f
 }
 
-// mayFold reports whether k may be one of our keys spelled another way,
-// judging by its first byte: every key we read starts with A, D, R or X,
-// and no other rune folds to those.
-func mayFold(k string) bool {
-	if k == "" {
-		return false
+// lookupFolded looks up the canonical form of an ASCII key that is not in
+// canonical form, without allocating. It reports false for a key that is
+// already canonical, longer than maxKeyLen, or not ASCII.
+func lookupFolded(k string) (present, bool) {
+	if len(k) > maxKeyLen {
+		return 0, false
 	}
-	switch k[0] | 0x20 {
-	case 'a', 'd', 'r', 'x':
-		return true
+	var buf [maxKeyLen]byte
+	changed, upper := false, true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= utf8.RuneSelf {
+			return 0, false
+		}
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		changed = changed || c != k[i]
+		buf[i] = c
+		upper = c == '-'
 	}
-	return false
+	if !changed {
+		return 0, false
+	}
+	p, ok := fieldIndex[string(buf[:len(k)])] // no allocation: the compiler sees the conversion is only a key
+	return p, ok
 }
 
 func isASCII(s string) bool {
@@ -179,14 +145,17 @@ func isASCII(s string) bool {
 	return true
 }
 
-// has reports whether any family of g is present.
-func (f fields) has(g group) bool { return f.set&g != 0 }
+// has reports whether anything in p is present.
+func (f fields) has(p present) bool { return f.set&p != 0 }
 
 // values returns the field lines of key, which must be canonical. Lines
 // under keys spelled another way ("x-ratelimit-remaining") follow the
 // canonical ones, in sorted key order, so that the result does not depend
 // on map order.
 func (f fields) values(key string) []string {
+	if key == "" {
+		return nil
+	}
 	vs := f.h[key]
 	if !f.folded {
 		return vs

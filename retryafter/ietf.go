@@ -23,7 +23,7 @@ const maxFieldLen = 4096
 // read too. A field that does not parse is ignored entirely; an item whose r,
 // t, q or w is not a non-negative number is skipped.
 func (f fields) appendIETF(rs []reading) []reading {
-	if !f.has(groupIETF) {
+	if !f.has(presentIETF) {
 		return rs
 	}
 	index := map[string]int{}
@@ -115,25 +115,6 @@ func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
 	}
 	n := nonNegative(it.Value)
 	return n, n >= 0
-}
-
-// appendDraft03 appends draft-03's separate fields:
-//
-//	RateLimit-Limit: 10, 10;w=1, 50;w=60
-//	RateLimit-Remaining: 0
-//	RateLimit-Reset: 7
-//
-// Reset is delay-seconds, but an epoch (1e9 or more) is read as one, as
-// some servers send it. The X- prefixed variant shares its names with
-// GitHub's headers and is read by appendProviders.
-func (f fields) appendDraft03(rs []reading, ref time.Time) []reading {
-	if !f.has(groupDraft03) {
-		return rs
-	}
-	r := newReading("ratelimit", familyIETF)
-	r.readCounts(f, keyRateLimitLimit, keyRateLimitRemaining)
-	r.readResets(f, keyRateLimitReset, ref)
-	return appendKnown(rs, r)
 }
 
 // sfList parses the field key as a Structured Field List.

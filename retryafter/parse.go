@@ -110,7 +110,7 @@ func (f fields) parse(now time.Time) (time.Duration, bool) {
 	if d, ok := f.retryAfter(now); ok {
 		return d, true
 	}
-	if !f.has(groupQuota) {
+	if !f.has(presentQuota) {
 		return 0, false
 	}
 	var buf [quotasOnStack]reading
@@ -128,7 +128,7 @@ func (f fields) parse(now time.Time) (time.Duration, bool) {
 // one second, retry-after-ms wins. When they disagree by more, as when Azure
 // sends retry-after-ms: 0, the longer one wins.
 func (f fields) retryAfter(now time.Time) (time.Duration, bool) {
-	if !f.has(groupRetryAfter) {
+	if !f.has(presentRetryAfter) {
 		return 0, false
 	}
 	ref := now

@@ -174,7 +174,7 @@ func (p Policy) Pause(resp *http.Response, now time.Time) (time.Duration, bool) 
 		return 0, false
 	}
 	f := scan(resp.Header)
-	if !f.has(groupRetryAfter | groupQuota) {
+	if !f.has(presentRetryAfter | presentQuota) {
 		return 0, false
 	}
 	var d time.Duration

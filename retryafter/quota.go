@@ -13,7 +13,8 @@ const Unknown = -1
 // much of it is left, and when it returns.
 type Quota struct {
 	// Name tells quotas apart. It is the IETF policy id, the provider's
-	// resource ("requests", "tokens", "input-tokens", "output-tokens";
+	// resource ("requests", "tokens", "tokens_usage_based", "input-tokens",
+	// "output-tokens";
 	// GitHub's X-RateLimit-Resource, Discord's X-RateLimit-Bucket), or the
 	// header family ("x-ratelimit", "x-rate-limit", "ratelimit", "shopify").
 	Name string
@@ -37,8 +38,9 @@ type Quota struct {
 
 // ParseQuota returns every quota that h describes, in a fixed order: IETF
 // RateLimit policies in field order, the draft-03 RateLimit-* fields,
-// X-RateLimit-*, x-rate-limit-*, OpenAI's requests and tokens, Anthropic's
-// requests, tokens, input-tokens and output-tokens, and Shopify's bucket.
+// X-RateLimit-*, x-rate-limit-*, OpenAI's requests, tokens and
+// tokens_usage_based, Anthropic's requests, tokens, input-tokens and
+// output-tokens, and Shopify's bucket.
 // It returns nil when h describes none, and on a cached response (Age above
 // 0).
 //
@@ -48,7 +50,7 @@ type Quota struct {
 // asked to wait, use [Parse].
 func ParseQuota(h http.Header, now time.Time) []Quota {
 	f := scan(h)
-	if !f.has(groupQuota) {
+	if !f.has(presentQuota) {
 		return nil
 	}
 	var buf [quotasOnStack]reading
@@ -127,13 +129,11 @@ const quotasOnStack = 16
 // appendQuotas appends every quota in f to dst, or none on a cached
 // response.
 func (f fields) appendQuotas(dst []reading, now time.Time) []reading {
-	if !f.has(groupQuota) || f.cached() {
+	if !f.has(presentQuota) || f.cached() {
 		return dst
 	}
-	ref := f.reference(now)
 	dst = f.appendIETF(dst)
-	dst = f.appendDraft03(dst, ref)
-	return f.appendProviders(dst, ref)
+	return f.appendDialects(dst, f.reference(now))
 }
 
 // resetWait returns the longest reset among the exhausted quotas of family
@@ -153,7 +153,7 @@ func resetWait(rs []reading, f family, lenient bool) (time.Duration, bool) {
 // exhaustedWait is Parse's families 2 and 3, counting only quotas whose
 // remaining is stated to be 0.
 func (f fields) exhaustedWait(now time.Time) (time.Duration, bool) {
-	if !f.has(groupQuota) {
+	if !f.has(presentQuota) {
 		return 0, false
 	}
 	var buf [quotasOnStack]reading
@@ -166,7 +166,7 @@ func (f fields) exhaustedWait(now time.Time) (time.Duration, bool) {
 
 // exhausted reports whether any quota in f has nothing remaining.
 func (f fields) exhausted() bool {
-	if !f.has(groupQuota) {
+	if !f.has(presentQuota) {
 		return false
 	}
 	var buf [quotasOnStack]reading
@@ -181,7 +181,7 @@ func (f fields) exhausted() bool {
 // cached reports whether the response came from a cache: an Age above 0.
 // A malformed Age is ignored.
 func (f fields) cached() bool {
-	if !f.has(groupAge) {
+	if !f.has(presentAge) {
 		return false
 	}
 	for v := range f.members(keyAge) {

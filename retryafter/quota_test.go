@@ -34,6 +34,12 @@ func parseQuotaTests() []parseQuotaTest {
 			},
 		},
 		{
+			name: "OpenAI usage-based tokens",
+			giveH: header("x-ratelimit-limit-tokens_usage_based", "160000",
+				"x-ratelimit-remaining-tokens_usage_based", "0", "x-ratelimit-reset-tokens_usage_based", "9ms"),
+			want: []retryafter.Quota{{Name: "tokens_usage_based", Limit: 160000, Remaining: 0, Reset: 9 * time.Millisecond}},
+		},
+		{
 			name: "IETF policies joined by id",
 			giveH: header("RateLimit-Policy", `"burst";q=100;w=60,"daily";q=1000;w=86400`,
 				"RateLimit", `"daily";r=0;t=3600, "burst";r=50;t=30`),

@@ -1,0 +1,211 @@
+package retryafter
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// A dialect is one way upstreams state a quota: the header fields that
+// carry it and how its reset is written. Every provider quota that
+// [ParseQuota] reads is one row of dialects; the IETF RateLimit and
+// RateLimit-Policy Structured Fields, which carry several named quotas in
+// one field, are read by appendIETF.
+//
+// To read a new provider, add a row. Field names are canonical
+// (http.CanonicalHeaderKey); a field the dialect lacks is "".
+type dialect struct {
+	// name is the quota's Name, unless a field in names names it.
+	name   string
+	family family
+
+	// names are fields whose value names the quota, first found wins:
+	// GitHub's X-RateLimit-Resource, Discord's X-RateLimit-Bucket.
+	names []string
+
+	// limit and remaining hold counts. A limit may carry parameters after
+	// a ";" (Envoy's "10, 10;w=1"), which are ignored.
+	limit, remaining string
+
+	// reset holds when the quota returns, written in resetUnit.
+	reset     string
+	resetUnit unit
+
+	// resetAfter holds seconds until the quota returns (decimals allowed).
+	// When valid it wins over reset, since a relative time needs no clock.
+	resetAfter string
+
+	// usedOfSize holds "used/size" of a leaky bucket that drains from full
+	// to empty in drain (Shopify). It gives the limit, the remaining and
+	// the reset: the time for one more call to fit.
+	usedOfSize string
+	drain      time.Duration
+}
+
+// unit is how a reset field is written.
+type unit int
+
+const (
+	// epochOrSeconds is a Unix time when 1e9 or more (fractions allowed, as
+	// Discord sends), and otherwise seconds from now; see epochThreshold.
+	epochOrSeconds unit = iota
+	// goDuration is a Go duration such as "6m0s" or "12ms" (OpenAI); a bare
+	// number is seconds.
+	goDuration
+	// rfc3339 is an RFC 3339 time (Anthropic).
+	rfc3339
+)
+
+// dialects is every provider quota this package reads, in the order
+// ParseQuota returns them. It is never written.
+var dialects = [...]dialect{
+	// IETF draft-03's separate fields. Reset is delay-seconds, but some
+	// servers (GitLab) send an epoch, which is read as one.
+	{name: "ratelimit", family: familyIETF,
+		limit: "Ratelimit-Limit", remaining: "Ratelimit-Remaining",
+		reset: "Ratelimit-Reset", resetUnit: epochOrSeconds},
+
+	// GitHub, Discord, and Envoy's X- prefixed draft-03 fields.
+	{name: "x-ratelimit", family: familyProvider,
+		names: []string{"X-Ratelimit-Resource", "X-Ratelimit-Bucket"},
+		limit: "X-Ratelimit-Limit", remaining: "X-Ratelimit-Remaining",
+		reset: "X-Ratelimit-Reset", resetUnit: epochOrSeconds,
+		resetAfter: "X-Ratelimit-Reset-After"},
+
+	// X (Twitter).
+	{name: "x-rate-limit", family: familyProvider,
+		limit: "X-Rate-Limit-Limit", remaining: "X-Rate-Limit-Remaining",
+		reset: "X-Rate-Limit-Reset", resetUnit: epochOrSeconds},
+
+	// OpenAI and Azure OpenAI.
+	{name: "requests", family: familyProvider,
+		limit: "X-Ratelimit-Limit-Requests", remaining: "X-Ratelimit-Remaining-Requests",
+		reset: "X-Ratelimit-Reset-Requests", resetUnit: goDuration},
+	{name: "tokens", family: familyProvider,
+		limit: "X-Ratelimit-Limit-Tokens", remaining: "X-Ratelimit-Remaining-Tokens",
+		reset: "X-Ratelimit-Reset-Tokens", resetUnit: goDuration},
+	{name: "tokens_usage_based", family: familyProvider,
+		limit: "X-Ratelimit-Limit-Tokens_usage_based", remaining: "X-Ratelimit-Remaining-Tokens_usage_based",
+		reset: "X-Ratelimit-Reset-Tokens_usage_based", resetUnit: goDuration},
+
+	// Anthropic.
+	{name: "requests", family: familyProvider,
+		limit: "Anthropic-Ratelimit-Requests-Limit", remaining: "Anthropic-Ratelimit-Requests-Remaining",
+		reset: "Anthropic-Ratelimit-Requests-Reset", resetUnit: rfc3339},
+	{name: "tokens", family: familyProvider,
+		limit: "Anthropic-Ratelimit-Tokens-Limit", remaining: "Anthropic-Ratelimit-Tokens-Remaining",
+		reset: "Anthropic-Ratelimit-Tokens-Reset", resetUnit: rfc3339},
+	{name: "input-tokens", family: familyProvider,
+		limit: "Anthropic-Ratelimit-Input-Tokens-Limit", remaining: "Anthropic-Ratelimit-Input-Tokens-Remaining",
+		reset: "Anthropic-Ratelimit-Input-Tokens-Reset", resetUnit: rfc3339},
+	{name: "output-tokens", family: familyProvider,
+		limit: "Anthropic-Ratelimit-Output-Tokens-Limit", remaining: "Anthropic-Ratelimit-Output-Tokens-Remaining",
+		reset: "Anthropic-Ratelimit-Output-Tokens-Reset", resetUnit: rfc3339},
+
+	// Shopify REST: every plan's bucket drains in 20 seconds (40 calls at
+	// 2/s on standard plans, 400 at 20/s on Shopify Plus).
+	{name: "shopify", family: familyProvider,
+		usedOfSize: "X-Shopify-Shop-Api-Call-Limit", drain: 20 * time.Second},
+}
+
+// fields returns the dialect's field names.
+func (d *dialect) fields() []string {
+	var ks []string
+	for _, k := range slices.Concat(d.names, []string{d.limit, d.remaining, d.reset, d.resetAfter, d.usedOfSize}) {
+		if k != "" {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// appendDialects appends a reading of every dialect present in f, in table
+// order. ref is the instant absolute resets are measured from.
+func (f fields) appendDialects(rs []reading, ref time.Time) []reading {
+	for i := range dialects {
+		if f.has(1 << i) {
+			rs = appendKnown(rs, dialects[i].read(f, ref))
+		}
+	}
+	return rs
+}
+
+// read reads the dialect's quota from f.
+func (d *dialect) read(f fields, ref time.Time) reading {
+	r := newReading(d.quotaName(f), d.family)
+	for v := range f.members(d.limit) {
+		v, _, _ = strings.Cut(v, ";")
+		if n, ok := parseCount(strings.TrimRight(v, " \t")); ok {
+			r.setLimit(n)
+		}
+	}
+	for v := range f.members(d.remaining) {
+		if n, ok := parseCount(v); ok {
+			r.setRemaining(n)
+		}
+	}
+	for v := range f.members(d.resetAfter) {
+		if n, ok := parseDecimal(v); ok {
+			r.setReset(n.scaled(time.Second))
+		}
+	}
+	if !r.hasReset {
+		for v := range f.members(d.reset) {
+			if t, ok := d.resetUnit.parse(v, ref); ok {
+				r.setReset(t)
+			}
+		}
+	}
+	for v := range f.members(d.usedOfSize) {
+		r.readUsedOfSize(v, d.drain)
+	}
+	return r
+}
+
+// quotaName returns the value of the first naming field present, or the
+// dialect's name.
+func (d *dialect) quotaName(f fields) string {
+	for _, k := range d.names {
+		if v := f.first(k); v != "" {
+			return v
+		}
+	}
+	return d.name
+}
+
+// parse reads one reset value written in u. ref is the instant absolute
+// times are measured from.
+func (u unit) parse(v string, ref time.Time) (time.Duration, bool) {
+	switch u {
+	case goDuration:
+		return parseGoDuration(v)
+	case rfc3339:
+		if len(v) > MaxValueLen {
+			return 0, false
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		return until(t, ref), err == nil
+	}
+	return parseReset(v, ref)
+}
+
+// readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.
+// A full bucket admits the next call after one leak, drain/size, so that is
+// its reset: 500ms for a 40-call bucket draining in 20s. A full drain would
+// wait far longer than needed.
+func (r *reading) readUsedOfSize(v string, drain time.Duration) {
+	u, s, ok := strings.Cut(v, "/")
+	used, okUsed := parseCount(u)
+	size, okSize := parseCount(s)
+	if !ok || !okUsed || !okSize || used < 0 || size <= 0 {
+		return
+	}
+	r.setLimit(size)
+	r.setRemaining(size - min(used, size))
+	if used >= size {
+		over := time.Duration(min(used-size+1, size))
+		r.setReset(over * drain / time.Duration(size))
+	} else {
+		r.setReset(0)
+	}
+}
