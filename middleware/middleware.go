@@ -29,6 +29,7 @@ const (
 var (
 	keyRateLimit       = http.CanonicalHeaderKey(HeaderRateLimit)
 	keyRateLimitPolicy = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
+	keyDegraded        = http.CanonicalHeaderKey(HeaderDegraded)
 )
 
 // Middleware enforces a [throttle.Limiter] on the requests of an HTTP
@@ -116,7 +117,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	case err != nil:
 		h := w.Header()
-		h[HeaderDegraded] = []string{"closed"}
+		h[keyDegraded] = []string{"closed"}
 		h.Set("Retry-After", "1")
 		http.Error(w, "middleware: the rate limiter could not decide; try again", http.StatusServiceUnavailable)
 		return false
@@ -128,7 +129,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if m.down != nil && m.down() {
-		h[HeaderDegraded] = []string{"open"}
+		h[keyDegraded] = []string{"open"}
 	}
 	return true
 }
@@ -249,9 +250,13 @@ func (m *Middleware) writeHeaders(ctx context.Context, h http.Header, key string
 		ends[1] = len(b)
 		b = strconv.AppendInt(b, int64(s.remaining), 10)
 		ends[2] = len(b)
-		reset := s.reset
+		reset := ceilSeconds(s.reset)
 		if m.xStyle == ResetEpoch {
-			reset += ceilSeconds(time.Duration(now.UnixNano()%int64(time.Second))) + now.Unix()
+			at := now.Add(s.reset)
+			reset = at.Unix()
+			if at.Nanosecond() > 0 {
+				reset++
+			}
 		}
 		b = strconv.AppendInt(b, reset, 10)
 		ends[3] = len(b)

@@ -121,7 +121,11 @@ func describe(l throttle.Limiter) (limit, bool) {
 		return limit{name: "bucket", kind: kindBucket, quota: b, window: ceilSeconds(step * time.Duration(b)), step: step, part: l}, true
 	case window:
 		lim := limit{quota: v.Limit(), step: v.Window(), window: ceilSeconds(v.Window()), part: l}
-		switch reflect.TypeOf(l).Elem().Name() {
+		typ := reflect.TypeOf(l)
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		switch typ.Name() {
 		case "FixedWindow":
 			lim.name, lim.kind = "fixed", kindFixed
 		case "SlidingWindow":
@@ -168,7 +172,7 @@ func (l *limit) reset(remaining int, now time.Time) time.Duration {
 // state is what the headers say about one limit on one response.
 type state struct {
 	remaining int
-	reset     int64 // seconds, rounded up
+	reset     time.Duration
 }
 
 // maxLimits is how many limits the headers describe without allocating.
@@ -191,7 +195,7 @@ func (p *Policies) states(ctx context.Context, key string, remaining int, now ti
 				}
 			}
 		}
-		dst = append(dst, state{remaining: r, reset: ceilSeconds(l.reset(r, now))})
+		dst = append(dst, state{remaining: r, reset: l.reset(r, now)})
 	}
 	return dst
 }
@@ -213,7 +217,7 @@ func (p *Policies) appendField(b []byte, ss []state) []byte {
 		b = append(b, `";r=`...)
 		b = strconv.AppendInt(b, int64(s.remaining), 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, s.reset, 10)
+		b = strconv.AppendInt(b, ceilSeconds(s.reset), 10)
 	}
 	return b
 }
