@@ -237,7 +237,10 @@ func (m *Middleware) writeHeaders(ctx context.Context, h http.Header, key string
 	if p == nil {
 		return
 	}
-	now := m.now()
+	var now time.Time
+	if p.clocked || m.xStyle == ResetEpoch {
+		now = m.now()
+	}
 	var buf [maxLimits]state
 	ss := p.states(ctx, key, o.remaining, now, buf[:0])
 

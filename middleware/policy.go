@@ -16,8 +16,9 @@ import (
 // distinct set of limits (one per plan tier, say) and reuse it. A
 // Policies is immutable and safe for concurrent use.
 type Policies struct {
-	limits []limit
-	field  string // the RateLimit-Policy field
+	limits  []limit
+	field   string // the RateLimit-Policy field
+	clocked bool   // some limit's reset needs the wall clock
 }
 
 // kind is how a limit's reset follows from what is left of it.
@@ -86,6 +87,7 @@ func Describe(ls ...throttle.Limiter) *Policies {
 			lim.name += "-" + strconv.Itoa(n)
 		}
 		p.limits = append(p.limits, lim)
+		p.clocked = p.clocked || lim.kind == kindFixed
 		it := httpsfv.NewItem(lim.name)
 		it.Params.Add("q", int64(lim.quota))
 		it.Params.Add("w", lim.window)
