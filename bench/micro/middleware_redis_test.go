@@ -35,7 +35,6 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-
 // BenchmarkMiddlewareRedis measures a request through the middleware over
 // a redislimit token bucket in a private redis-server, on 10 000 client
 // IPs, and reports Redis round trips per request (goal: 1).
