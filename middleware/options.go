@@ -110,8 +110,12 @@ func WithXRateLimit(reset ResetStyle) Option {
 // cheap: an atomic.Bool's Load, set from redislimit.WithObserver, say.
 //
 // A limiter that fails closed refuses with an error instead: those
-// requests are answered 503 with X-RateLimit-Degraded: closed whether or
-// not this option is set.
+// requests are answered 503 with X-RateLimit-Degraded: closed and
+// Retry-After: 1 whether or not this option is set.
+//
+// The policy headers still state what the limiter returned: under
+// Fallback, the local limiter's budget; under FailOpen, which reports
+// nothing left, r=0, so an egress client pauses for t, which is cautious.
 func WithDegraded(down func() bool) Option {
 	if down == nil {
 		panic("middleware: WithDegraded given a nil func")
