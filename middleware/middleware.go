@@ -19,8 +19,9 @@ const (
 	// HeaderRateLimitPolicy is the IETF RateLimit-Policy field: each
 	// limit's quota and window, as "bucket";q=50;w=1.
 	HeaderRateLimitPolicy = "RateLimit-Policy"
-	// HeaderDegraded says that the limiter could not enforce its shared
-	// limit: "closed" on a 503 when it failed closed, "open" on a request
+	// HeaderDegraded says that the limiter could not enforce its limit:
+	// "closed" on a 503 when Reserve failed (Redis unreachable under
+	// FailClosed, or a limiter out of room for keys), "open" on a request
 	// admitted while its store was down ([WithDegraded]). Alert on it.
 	HeaderDegraded = "X-RateLimit-Degraded"
 )
@@ -34,8 +35,8 @@ var (
 
 // Middleware enforces a [throttle.Limiter] on the requests of an HTTP
 // server, and tells each client what is left of its budget. Build one
-// with [New] and wrap your handler with [Middleware.Wrap]. A Middleware is
-// safe for concurrent use.
+// with [New] (the zero value is not usable) and wrap your handler with
+// [Middleware.Wrap]. A Middleware is safe for concurrent use.
 type Middleware struct {
 	limiter  throttle.Limiter
 	key      KeyFunc

@@ -65,6 +65,9 @@ type limit struct {
 //
 // Windows are stated in whole seconds, rounded up, as the IETF fields
 // require; so a limit stated is never looser than the limit enforced.
+// Limits are stated as configured: WithTolerance, which keeps headroom
+// for a client matching an upstream, has no use on a server, and a
+// limiter built with it is stricter than its headers say.
 // Leaky buckets are not described: refusing at once, a leaky bucket
 // admits one request per interval, whatever is left of its line.
 func Describe(ls ...throttle.Limiter) *Policies {
