@@ -104,6 +104,10 @@ func Describe(ls ...throttle.Limiter) *Policies {
 	return p
 }
 
+// String returns the RateLimit-Policy field that p puts on responses, as
+// "bucket";q=50;w=1.
+func (p *Policies) String() string { return p.field }
+
 // describe returns the limit l enforces, when it is a kind this package
 // knows. redislimit's types are known by their names and methods, so that
 // this package does not depend on go-redis.

@@ -53,3 +53,34 @@ func TestRedisUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeRedis checks that redislimit's limiters are described as
+// throttle's are, without this package importing go-redis.
+func TestDescribeRedis(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	tests := []struct {
+		name string
+		give func() (throttle.Limiter, error)
+		want string
+	}{
+		{name: "token bucket", give: func() (throttle.Limiter, error) { return redislimit.NewTokenBucket(rdb, throttle.PerSecond(50), 50) }, want: `"bucket";q=50;w=1`},
+		{name: "fixed window", give: func() (throttle.Limiter, error) { return redislimit.NewFixedWindow(rdb, 100, 24*time.Hour) }, want: `"fixed";q=100;w=86400`},
+		{name: "sliding window", give: func() (throttle.Limiter, error) { return redislimit.NewSlidingWindow(rdb, 10, time.Minute) }, want: `"sliding";q=10;w=60`},
+		{name: "sliding window counter", give: func() (throttle.Limiter, error) { return redislimit.NewSlidingWindowCounter(rdb, 10, time.Minute) }, want: `"sliding";q=10;w=120`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := tt.give()
+			require.NoError(t, err)
+			defer l.(interface{ Close() error }).Close()
+			assert.Equal(t, tt.want, middleware.Describe(l).String())
+		})
+	}
+	t.Run("leaky bucket", func(t *testing.T) {
+		l, err := redislimit.NewLeakyBucket(rdb, throttle.PerSecond(1), 1)
+		require.NoError(t, err)
+		defer l.Close()
+		assert.PanicsWithValue(t, "middleware: Describe cannot describe a *redislimit.LeakyBucket: give it token buckets and windows from throttle or redislimit", func() { middleware.Describe(l) })
+	})
+}
