@@ -25,6 +25,16 @@ func (w FixedWindow) Inspect(_ context.Context, key string) (throttle.KeyState, 
 	return throttle.KeyState{Key: key, Remaining: w.left}, nil
 }
 
+// SlidingWindow is a throttle.SlidingWindow that cannot be inspected,
+// whatever throttle's own type can do. Its name tells Describe its kind.
+type SlidingWindow struct{ w *throttle.SlidingWindow }
+
+func (w SlidingWindow) Limit() int            { return w.w.Limit() }
+func (w SlidingWindow) Window() time.Duration { return w.w.Window() }
+func (w SlidingWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	return w.w.Reserve(ctx, key, n, maxWait)
+}
+
 // bucket is the same for a token bucket.
 type bucket struct {
 	*throttle.TokenBucket
@@ -59,10 +69,10 @@ func TestExhaustedPartsAreInspected(t *testing.T) {
 			giveParts: func() []throttle.Limiter {
 				return []throttle.Limiter{
 					bucket{must(throttle.NewTokenBucket(throttle.PerSecond(2), 2)), 0},
-					must(throttle.NewFixedWindow(1000, 24*time.Hour)),
+					SlidingWindow{must(throttle.NewSlidingWindow(1000, 24*time.Hour))},
 				}
 			},
-			wantField: `"bucket";r=0;t=1, "fixed";r=0;t=86400`,
+			wantField: `"bucket";r=0;t=1, "sliding";r=0;t=86400`,
 		},
 	}
 	for _, tt := range tests {
