@@ -49,7 +49,10 @@ type limit struct {
 // What the headers state, per limit:
 //
 //   - token bucket (rate r, burst B): q=B per w=B/r; r is what is left of
-//     the burst, and t the time until the bucket is full again;
+//     the burst, and t the time until the bucket is full again. Since t
+//     and w are whole seconds, a client that follows the headers gets at
+//     most B per second: give the bucket a burst of at least a second's
+//     worth of its rate when clients are to use all of it;
 //   - fixed window: q=limit per w=window; t is the time to the window's
 //     end, on a grid aligned to the Unix epoch (a window moved with
 //     WithWindowOffset is not supported: its t would be wrong);
