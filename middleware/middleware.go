@@ -39,6 +39,7 @@ var (
 // [Middleware.Wrap]. A Middleware is safe for concurrent use.
 type Middleware struct {
 	limiter  throttle.Limiter
+	quick    quick // limiter's allocation-free path, or nil
 	key      KeyFunc
 	fallback KeyFunc
 	cost     func(*http.Request) int
@@ -74,7 +75,28 @@ func New(l throttle.Limiter, opts ...Option) *Middleware {
 	if _, ok := describe(l); ok && m.policies == nil {
 		m.own = Describe(l)
 	}
+	m.quick = quickOf(l)
 	return m
+}
+
+// quick is the allocation-free path of throttle's own limiters: AllowN
+// takes the units or refuses, and Inspect then tells what is left.
+type quick interface {
+	throttle.Allower
+	throttle.Inspector
+}
+
+// quickOf returns l's quick path when l is one of throttle's own limiters
+// and has one. (Goal: ≤ 2 allocations per request, where Reserve costs
+// one.) Other limiters, redislimit's among them, do not take it: for them
+// Inspect would be a second round trip.
+func quickOf(l throttle.Limiter) quick {
+	switch l.(type) {
+	case *throttle.TokenBucket, *throttle.FixedWindow, *throttle.SlidingWindow, *throttle.SlidingWindowCounter:
+		q, _ := l.(quick)
+		return q
+	}
+	return nil
 }
 
 // Wrap returns a handler that limits the requests it passes to next.
@@ -178,6 +200,20 @@ var errEnded = errors.New("middleware: request ended while held")
 // Reservation on the stack (goal: ≤ 2 allocations per request; through
 // the interface it costs one more).
 func (m *Middleware) take(ctx context.Context, key string, n int, maxWait time.Duration) (outcome, error) {
+	if m.quick != nil && maxWait == 0 {
+		// On an error, Reserve below meets it again and answers it.
+		if ok, err := m.quick.AllowN(ctx, key, n); err == nil && ok {
+			// What is left right after: others may have taken some
+			// meanwhile, or units returned; either way it is true now.
+			st, err := m.quick.Inspect(ctx, key)
+			if err != nil {
+				return outcome{ok: true}, nil // 0 left: never untrue
+			}
+			return outcome{ok: true, remaining: st.Remaining}, nil
+		}
+		// Refused: Reserve says when to come back (and admits, if
+		// units came back meanwhile).
+	}
 	switch l := m.limiter.(type) {
 	case *throttle.TokenBucket:
 		r, err := l.Reserve(ctx, key, n, maxWait)
