@@ -53,7 +53,9 @@ func BenchmarkMiddlewareRedis(b *testing.B) {
 	hook := &countingHook{}
 	rdb.AddHook(hook)
 
-	tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9)
+	// A generous timeout: on a loaded machine the default's fail-closed
+	// would turn a slow answer into a 503.
+	tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9, redislimit.WithTimeout(5*time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
