@@ -82,11 +82,11 @@ func WithPolicies(policies func(key string) *Policies) Option {
 type ResetStyle int
 
 const (
-	// ResetDelta writes the seconds until the reset, as GitHub's
-	// x-ratelimit-reset does not but most others do: "30".
+	// ResetDelta writes the seconds until the reset, rounded up: "30".
 	ResetDelta ResetStyle = iota + 1
-	// ResetEpoch writes the reset as Unix epoch seconds, as GitHub and X
-	// do: "1767225600". Clients convert it with the response's Date.
+	// ResetEpoch writes the reset as Unix epoch seconds, rounded up, as
+	// GitHub and X do: "1767225600". Clients convert it with the
+	// response's Date, which net/http's server sets.
 	ResetEpoch
 )
 
