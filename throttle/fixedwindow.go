@@ -1,8 +1,10 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -135,19 +137,22 @@ func floorDiv(a, b int64) int64 {
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 
 // fixedWindow is the arithmetic of FixedWindow. A key's bookings never
-// move back, so it keeps only the window of its latest booking (the
-// cursor): every window after the current one and before the cursor is
-// full, and windows before the current one no longer matter.
+// move back, so it keeps the window of its latest booking (the cursor)
+// and its count: every window after the current one and before the
+// cursor is closed to new bookings, and windows before the current one
+// no longer matter. A window with room takes its first unit at its
+// reset, whatever is still ahead in the window before it.
 //
-// Pauses move booked units by any amount, not by whole windows, so the
-// units of two windows could come to share one. To rule that out, units
-// still ahead in different windows are kept at least a window apart: a
-// booking in the window after the latest one goes no earlier in its
-// window than the latest one, if that is still ahead, went in its own.
-// Usually units ahead sit at a window's start and this changes nothing;
-// when another limit (under All) or a pause spreads them out, the next
-// window's units start that much after its reset, and each window still
-// gets its limit.
+// A pause is where windows can mix: it moves every unit ahead later by
+// by, and the units ahead of one window can land, across a reset, in the
+// window that holds the next one's. So the key also keeps the bookings
+// still ahead (ahead, oldest first; nil while there are none), and a
+// pause lays them out again, in booking order, each at the later of its
+// slot moved by by and the start of the first window with room for it.
+// Once one is pushed into a later window, every unit booked after it
+// moves by at least as much, so spacing that another limit (under All)
+// put between them is kept. See fixedwindow-rule.md in the notes, which
+// redislimit's script follows.
 type fixedWindow struct {
 	limit int64
 	tol   int64 // a unit in the last tol of a window counts in the next one too
@@ -159,6 +164,15 @@ type fixedState struct {
 	cnt   int64 // units counted in window idx
 	spill int64 // units of cnt booked in idx's last tol, which count in idx+1 too
 	floor int64 // the latest slot booked; no slot goes below it
+	ahead []aheadBooking
+}
+
+// aheadBooking is a booking whose slot was in the future when it was
+// made. slot is where it is due now, pauses included.
+type aheadBooking struct {
+	slot int64
+	n    int64
+	seq  uint64
 }
 
 // count returns the units counted in window j, which is not before the
@@ -182,37 +196,82 @@ func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, not
 	t := max(now, from, s.floor)
 	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
-			return t, 0
+			return max(t, f.g.start(j)), 0
 		}
-		// Go to the next window, a window after the latest unit ahead.
 		t = f.g.start(j + 1)
-		if s.floor > now && f.g.index(s.floor) == j {
-			t += s.floor - f.g.start(j)
-		}
 	}
 }
 
-func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux int64, remaining int) {
-	switch j := f.g.near(slot, s.idx); {
-	case j == s.idx:
-		s.cnt += int64(n)
-	case j == s.idx+1:
-		s.idx, s.cnt, s.spill = j, s.spill+int64(n), 0
-	default:
-		s.idx, s.cnt, s.spill = j, int64(n), 0
-	}
-	if f.inTail(slot) {
-		s.spill += int64(n)
-	}
+func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ bool) (aux int64, remaining int) {
+	f.count1(s, slot, int64(n))
 	s.floor = slot
+	f.dropDue(s, now)
+	if slot > now {
+		s.ahead = append(s.ahead, aheadBooking{slot: slot, n: int64(n), seq: seq})
+	}
 	return 0, int(max(f.limit-s.cnt, 0))
 }
 
+// count1 counts n units at t, which is not before the cursor's window,
+// and moves the cursor there.
+func (f *fixedWindow) count1(s *fixedState, t, n int64) {
+	switch j := f.g.near(t, s.idx); {
+	case j == s.idx:
+		s.cnt += n
+	case j == s.idx+1:
+		s.idx, s.cnt, s.spill = j, s.spill+n, 0
+	default:
+		s.idx, s.cnt, s.spill = j, n, 0
+	}
+	if f.inTail(t) {
+		s.spill += n
+	}
+}
+
+// dropDue forgets the bookings ahead that are due at now: a pause no
+// longer moves them.
+func (f *fixedWindow) dropDue(s *fixedState, now int64) {
+	i := 0
+	for i < len(s.ahead) && s.ahead[i].slot <= now {
+		i++
+	}
+	switch {
+	case i == len(s.ahead):
+		s.ahead = s.ahead[:0]
+		if cap(s.ahead) > keptRuns {
+			s.ahead = nil
+		}
+	case i > 0:
+		s.ahead = append(s.ahead[:0], s.ahead[i:]...)
+	}
+}
+
+// find returns the index of the booking ahead made with seq, or -1.
+func (s *fixedState) find(seq uint64) int {
+	i, ok := slices.BinarySearchFunc(s.ahead, seq, func(b aheadBooking, seq uint64) int { return cmp.Compare(b.seq, seq) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// due returns where booking b is due: the layout of the last pause for a
+// booking still ahead, and slot, as the engine computed it, otherwise.
+func (f *fixedWindow) due(s *fixedState, b *mark, slot int64) int64 {
+	if i := s.find(b.seq); i >= 0 {
+		return s.ahead[i].slot
+	}
+	return slot
+}
+
 // give takes the units back only when they are in the cursor's window.
-// Units in an earlier window stay spent: that window is full, and giving
-// them back would let a later caller book a slot before ones already
-// handed out.
+// Units in an earlier window stay counted: that window is closed, and
+// counting them keeps the cursor's arithmetic simple. Either way the
+// booking leaves ahead, since its units will never be sent.
 func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
+	if i := s.find(b.seq); i >= 0 {
+		s.ahead = slices.Delete(s.ahead, i, i+1)
+	}
 	if f.g.near(b.slot, s.idx) != s.idx {
 		return
 	}
@@ -223,23 +282,54 @@ func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest
 	}
 }
 
-// shift moves the units booked at or after now later by d, while windows
-// stay where they are. Units ahead in different windows are a window
-// apart, so each window still receives the units of at most one: the
-// cursor moves to the window the latest unit lands in and keeps its
-// count, and the windows it skips count as full. Units booked before now
-// stay where they were.
-func (f *fixedWindow) shift(s *fixedState, now, d int64) {
-	if s.floor < now {
+// shift moves the units ahead of now later by by, and then lays them out
+// again so that no window holds more than limit (see fixedWindow). Units
+// due by now stay where they are.
+func (f *fixedWindow) shift(s *fixedState, now, by int64) {
+	f.dropDue(s, now)
+	if s.floor <= now {
 		return // nothing booked lies ahead
 	}
-	s.floor += d
-	if to := f.g.index(s.floor); to != s.idx {
-		s.idx, s.spill = to, 0
+	s.floor += by
+	if len(s.ahead) == 0 {
+		return // the latest booking was given back: only the floor moves
 	}
-	if f.inTail(s.floor) {
-		s.spill = s.cnt
+	// The window of now may hold units already due; the windows after it
+	// hold only units ahead, but for the part of now's window's units in
+	// its last tol, which count in the next window too. When the cursor
+	// has left now's window its count is gone: take it as full, which
+	// costs nothing, since no unit ahead is moved into it.
+	p := f.g.index(now)
+	var inP, tailP int64
+	for _, b := range s.ahead {
+		if f.g.index(b.slot) != p {
+			break
+		}
+		inP += b.n
+		if f.inTail(b.slot) {
+			tailP += b.n
+		}
 	}
+	dueP, dueSpill := f.limit-inP, int64(0)
+	if f.inTail(now) {
+		dueSpill = dueP
+	}
+	if s.idx == p {
+		dueP, dueSpill = s.cnt-inP, s.spill-tailP
+	}
+	s.idx, s.cnt, s.spill = p, dueP, dueSpill
+	extra := int64(0)
+	for i := range s.ahead {
+		b := &s.ahead[i]
+		t := b.slot + by + extra
+		for j := f.g.near(t, s.idx); f.count(s, j)+b.n > f.limit; j++ {
+			t = f.g.start(j + 1)
+		}
+		extra = t - (b.slot + by)
+		b.slot = t
+		f.count1(s, t, b.n)
+	}
+	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
 }
 
 func (f *fixedWindow) fresh(s *fixedState, now int64) bool {

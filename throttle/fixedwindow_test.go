@@ -2,6 +2,9 @@ package throttle_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -209,10 +212,8 @@ func TestAllFixedWindowAndTokenBucket(t *testing.T) {
 	assert.Equal(t, []time.Duration{
 		0, time.Second, // the day's last two seconds
 		2 * time.Second, 3 * time.Second, 4 * time.Second, // the next day, one a second
-		// Its quota is spent: the day after, no earlier in it than the last
-		// unit went in its own day, so that a pause can never move two days'
-		// units into one.
-		24*time.Hour + 4*time.Second,
+		// Its quota is spent: the day after, at its reset.
+		24*time.Hour + 2*time.Second,
 	}, delays)
 
 	r, err := l.Reserve(context.Background(), "k", 1, 0)
@@ -221,4 +222,198 @@ func TestAllFixedWindowAndTokenBucket(t *testing.T) {
 	r, err = second.Reserve(context.Background(), "other", 1, 0)
 	require.NoError(t, err)
 	assert.True(t, r.OK, "a refused All leaves its parts untouched")
+}
+
+// TestFixedWindowResetsOnTime is issue 11's first defect: when the day's
+// quota runs out while units are still booked ahead, the next day's
+// first unit goes at midnight, not a day late.
+func TestFixedWindowResetsOnTime(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveBefore time.Duration // how long before midnight the clock starts
+		givePause  time.Duration // paused at the start, before any booking
+		giveAll    bool          // with a token bucket of 2/s, burst 1
+		giveLimit  int
+		giveCalls  int
+		wantDelays []time.Duration
+	}{
+		{
+			name: "All with a token bucket", giveBefore: 2 * time.Second, giveAll: true, giveLimit: 2, giveCalls: 4,
+			wantDelays: []time.Duration{0, 500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond},
+		},
+		{
+			name: "after a pause", giveBefore: 10 * time.Second, givePause: 5 * time.Second, giveLimit: 3, giveCalls: 4,
+			wantDelays: []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second, 10 * time.Second},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			clk.Set(epoch().Add(24*time.Hour - tt.giveBefore))
+			day := newFixedWindow(t, tt.giveLimit, 24*time.Hour, throttle.WithClock(clk.Now))
+			var l throttle.Limiter = day
+			if tt.giveAll {
+				l = throttle.All(day, newTokenBucket(t, throttle.PerSecond(2), 1, throttle.WithClock(clk.Now)))
+			}
+			if tt.givePause > 0 {
+				require.NoError(t, l.(throttle.Pauser).Pause(context.Background(), "k", tt.givePause))
+			}
+			var delays []time.Duration
+			for range tt.giveCalls {
+				r, err := l.Reserve(context.Background(), "k", 1, 10*time.Second)
+				require.NoError(t, err)
+				require.True(t, r.OK, "refused with Delay %v", r.Delay)
+				delays = append(delays, r.Delay)
+			}
+			assert.Equal(t, tt.wantDelays, delays)
+		})
+	}
+}
+
+// TestFixedWindowPauseAcrossTheReset pauses a daily quota of 2 while it
+// holds units ahead on both sides of midnight: the one carried across
+// midnight counts there, so the new day's last-booked unit moves to the
+// day after, and no day holds more than 2.
+func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now() // synctest's clock starts at midnight UTC
+		time.Sleep(24*time.Hour - 2*time.Second)
+		day, err := throttle.NewFixedWindow(2, 24*time.Hour)
+		require.NoError(t, err)
+		bucket, err := throttle.NewTokenBucket(throttle.PerSecond(2), 1)
+		require.NoError(t, err)
+		l := throttle.All(day, bucket)
+
+		var (
+			mu  sync.Mutex
+			got []time.Duration
+			wg  sync.WaitGroup
+		)
+		for range 4 {
+			r, err := l.Reserve(context.Background(), "k", 1, -1)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			wg.Go(func() {
+				assert.NoError(t, r.Wait(context.Background()))
+				mu.Lock()
+				got = append(got, time.Since(start))
+				mu.Unlock()
+			})
+		}
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, l.(throttle.Pauser).Pause(context.Background(), "k", 1950*time.Millisecond))
+		wg.Wait()
+
+		slices.Sort(got)
+		midnight := 24 * time.Hour
+		assert.Equal(t, []time.Duration{
+			midnight - 2*time.Second,        // due before the pause
+			midnight + 450*time.Millisecond, // 23:59:58.5 moved by 1.95s
+			midnight + 1950*time.Millisecond,
+			2 * midnight, // the new day is full: the next one's reset
+		}, got)
+	})
+}
+
+// TestFixedWindowModel books, cancels and pauses at random, on a fixed
+// window alone and together with a token bucket, and checks by the time
+// each unit's Wait returned that no aligned window ever held more than
+// the limit.
+func TestFixedWindowModel(t *testing.T) {
+	const limit, window = 4, time.Second
+	tests := []struct {
+		name     string
+		giveSeed uint64
+		giveAll  bool
+		giveTol  time.Duration
+	}{
+		{name: "alone", giveSeed: 1},
+		{name: "alone, other seed", giveSeed: 2},
+		{name: "with a token bucket", giveSeed: 3, giveAll: true},
+		{name: "with a token bucket, other seed", giveSeed: 4, giveAll: true},
+		{name: "tolerance", giveSeed: 5, giveTol: 100 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				f, err := throttle.NewFixedWindow(limit, window, throttle.WithTolerance(tt.giveTol))
+				require.NoError(t, err)
+				var l throttle.Limiter = f
+				if tt.giveAll {
+					b, err := throttle.NewTokenBucket(throttle.PerSecond(7), 2)
+					require.NoError(t, err)
+					l = throttle.All(f, b)
+				}
+				rng := rand.New(rand.NewPCG(tt.giveSeed, 11))
+				var (
+					mu   sync.Mutex
+					sent = sends{}
+					wg   sync.WaitGroup
+				)
+				for range 600 {
+					switch x := rng.IntN(10); {
+					case x < 6:
+						maxWait := time.Duration(-1)
+						if rng.IntN(3) == 0 {
+							maxWait = time.Duration(rng.Int64N(int64(2 * window)))
+						}
+						n := 1 + rng.IntN(2)
+						r, err := l.Reserve(context.Background(), "k", n, maxWait)
+						require.NoError(t, err)
+						if !r.OK {
+							continue
+						}
+						cancelAfter := time.Duration(-1)
+						if rng.IntN(5) == 0 {
+							cancelAfter = time.Duration(rng.Int64N(int64(r.Delay) + 1))
+						}
+						wg.Go(func() {
+							if cancelAfter >= 0 {
+								time.Sleep(cancelAfter)
+								assert.NoError(t, r.Cancel(context.Background()))
+								return
+							}
+							assert.NoError(t, r.Wait(context.Background()))
+							mu.Lock()
+							sent[time.Since(start)] += n
+							mu.Unlock()
+						})
+					case x < 8:
+						d := time.Duration(rng.Int64N(int64(3 * window / 2)))
+						require.NoError(t, l.(throttle.Pauser).Pause(context.Background(), "k", d))
+					default:
+						time.Sleep(time.Duration(rng.Int64N(int64(window / 2))))
+					}
+				}
+				wg.Wait()
+				assert.Greater(t, sent.total(), 100)
+				assert.LessOrEqual(t, sent.aligned(window, start), limit)
+				if tt.giveTol > 0 {
+					// A unit sent in the last tolerance of a window counts in
+					// the next one too.
+					assert.LessOrEqual(t, sent.alignedWithTail(window, tt.giveTol, start), limit)
+				}
+			})
+		})
+	}
+}
+
+// alignedWithTail is aligned, counting a unit sent in the last tail of
+// a window in the next one too.
+func (s sends) alignedWithTail(window, tail time.Duration, origin time.Time) int {
+	phase := time.Duration(origin.UnixNano()) % window
+	per := map[time.Duration]int{}
+	most := 0
+	for t, n := range s {
+		for _, at := range []time.Duration{t, t + tail} {
+			i := (at + phase) / window
+			if at != t && i == (t+phase)/window {
+				continue
+			}
+			per[i] += n
+			most = max(most, per[i])
+		}
+	}
+	return most
 }

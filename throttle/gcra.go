@@ -29,7 +29,7 @@ func (g *gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore i
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g *gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (g *gcra) book(s *gcraState, now, slot int64, n int, _ uint64, tally bool) (aux int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
 	if !tally {
@@ -57,6 +57,8 @@ func (g *gcra) give(s *gcraState, now int64, b mark, moved int64, latest bool) {
 		s.tat = min(s.tat, b.aux+moved)
 	}
 }
+
+func (g *gcra) due(s *gcraState, b *mark, slot int64) int64 { return slot }
 
 func (g *gcra) shift(s *gcraState, now, d int64) {
 	s.tat = max(s.tat, now) + d

@@ -22,7 +22,11 @@ type algorithm[S any] interface {
 	// book takes n units at slot. aux is kept with the booking and handed
 	// back to give; remaining is what is left of the budget at slot, or 0
 	// unless tally is set: Allow has no use for it.
-	book(s *S, now, slot int64, n int, tally bool) (aux int64, remaining int)
+	// seq is the key's booking count with this one.
+	book(s *S, now, slot int64, n int, seq uint64, tally bool) (aux int64, remaining int)
+	// due returns where booking b is due, given slot, where the key's
+	// pauses have moved it. Only the fixed window moves units further.
+	due(s *S, b *mark, slot int64) int64
 	// give returns what can safely be returned of booking b, whose slot
 	// is not before now. moved is how far pauses have shifted it since it
 	// was made (b.slot already includes it). latest says no booking made
@@ -233,8 +237,8 @@ func decided(notBefore, until int64) int64 {
 // book records n units at slot in p, in place: p usually lies in a
 // Reservation. It returns what is left of the budget. e.mu is held.
 func (e *entry[S, A]) book(now, slot int64, n int, p *part) (remaining int) {
-	aux, left := e.lim.alg.book(&e.s, now, slot, n, true)
 	e.seq++
+	aux, left := e.lim.alg.book(&e.s, now, slot, n, e.seq, true)
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and that copy stalls on reading back the stores just made.
 	p.h = e
@@ -257,8 +261,8 @@ func (k *keyed[S, A]) AllowN(ctx context.Context, key string, n int) (bool, erro
 	if slot > now || notBefore > now {
 		return false, nil
 	}
-	k.alg.book(&e.s, now, slot, n, false)
 	e.seq++
+	k.alg.book(&e.s, now, slot, n, e.seq, false)
 	return true, nil
 }
 
@@ -311,11 +315,11 @@ func (e *entry[S, A]) slotOf(m *mark) int64 {
 		return m.slot // never paused, so never moved
 	}
 	if m.shiftAt <= p.before {
-		if slot := m.slot + p.before - m.shiftAt; slot < p.paused {
+		if slot := m.slot + p.before - m.shiftAt; slot <= p.paused {
 			return slot
 		}
 	}
-	return m.slot + p.moved - m.shiftAt
+	return e.lim.alg.due(&e.s, m, m.slot+p.moved-m.shiftAt)
 }
 
 // give implements handle.

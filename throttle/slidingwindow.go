@@ -198,7 +198,7 @@ func (l *slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBef
 	return slot, 0
 }
 
-func (l *slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (l *slidingLog) book(s *logState, now, slot int64, n int, _ uint64, tally bool) (aux int64, remaining int) {
 	runs := s.runs()
 	i := 0
 	for i < len(runs) && runs[i].at+l.w <= now {
@@ -248,15 +248,16 @@ func (l *slidingLog) give(s *logState, now int64, b mark, moved int64, latest bo
 	}
 }
 
-// shift moves every run at or after now later by d. A unit due exactly
-// now moves too: its caller may not have woken yet, and will follow the
-// pause.
+func (l *slidingLog) due(s *logState, b *mark, slot int64) int64 { return slot }
+
+// shift moves every run after now later by d. A unit due exactly now is
+// spent and stays.
 func (l *slidingLog) shift(s *logState, now, d int64) {
 	runs := s.runs()
-	for j := firstAfter(runs, now-1); j < len(runs); j++ {
+	for j := firstAfter(runs, now); j < len(runs); j++ {
 		runs[j].at += d
 	}
-	if s.floor >= now {
+	if s.floor > now {
 		s.floor += d
 	}
 }

@@ -136,7 +136,7 @@ func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) (slot
 	}
 }
 
-func (c *slidingCounter) book(s *counterState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (c *slidingCounter) book(s *counterState, now, slot int64, n int, _ uint64, tally bool) (aux int64, remaining int) {
 	switch j := c.index(s, slot); {
 	case j <= s.idx:
 		s.cur += int64(n)
@@ -161,6 +161,8 @@ func (c *slidingCounter) give(s *counterState, now int64, b mark, moved int64, l
 	}
 	s.cur -= min(int64(b.n), s.cur)
 }
+
+func (c *slidingCounter) due(s *counterState, b *mark, slot int64) int64 { return slot }
 
 // shift moves the key's grid, and every unit counted on it, later by d.
 func (c *slidingCounter) shift(s *counterState, now, d int64) {
