@@ -20,17 +20,16 @@ import (
 // an instant. When the upstream counts in sliding windows, use
 // [SlidingWindow] instead.
 //
-// When the current window is full, a caller is given a slot at the start
-// of the next window with room, never a retry: every window between now
+// When the current window is full, a caller is given a slot in the next
+// window with room, at its reset, never a retry: every window between now
 // and the one being booked is full.
 //
-// [Pauser.Pause] moves the units booked ahead later by the pause while
-// the windows stay put, so units may cross a reset. The limiter counts
-// them in the window they land in, and keeps units booked in different
-// windows at least a window apart so that no window can receive the
-// units of two: when the window before is still being filled, a window's
-// first booking goes no earlier after its reset than that window's
-// latest unit went after its own. Every aligned window holds at most
+// [FixedWindow.Pause] moves the units booked ahead later by the pause
+// while the windows stay put, so units may cross a reset. The limiter
+// counts them in the window they land in: when that window would then
+// hold more than limit, its latest-booked units move on to the next
+// window's reset, and every unit booked after them at least as far, so
+// that order and spacing are kept. Every aligned window holds at most
 // limit units, pauses included.
 //
 // A FixedWindow is safe for concurrent use.
@@ -46,9 +45,10 @@ type FixedWindow struct {
 //
 // With [WithTolerance](d), a unit booked in the last d of a window also
 // counts against the next one: a request sent just before the reset may
-// reach the upstream just after it, so the upstream's window holds at
-// most limit whichever side the request lands on. d must be shorter than
-// window. Without a tolerance each window is literal.
+// reach the upstream just after it. Units are still booked in that last
+// d (a caller there gets Delay 0 while the window has room); they only
+// leave less room in the window after. d must be shorter than window.
+// Without a tolerance each window is literal.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
 	c, err := newConfig(opts)
 	if err != nil {

@@ -417,3 +417,38 @@ func (s sends) alignedWithTail(window, tail time.Duration, origin time.Time) int
 	}
 	return most
 }
+
+// TestFixedWindowIssueTwo is issue 11's second case, in process: a 4s
+// window of 2, its boundary B 1s away, a pause of 500ms, two units at
+// B-0.5s and two at B, then a pause of 1.2s.
+func TestFixedWindowIssueTwo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 4 * time.Second
+		start := time.Now() // on a whole window: B is start+4s
+		time.Sleep(3 * time.Second)
+		f, err := throttle.NewFixedWindow(2, window)
+		require.NoError(t, err)
+		require.NoError(t, f.Pause(context.Background(), "k", 500*time.Millisecond))
+		var (
+			mu  sync.Mutex
+			got []time.Duration
+			wg  sync.WaitGroup
+		)
+		for range 4 {
+			r, err := f.Reserve(context.Background(), "k", 1, -1)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			wg.Go(func() {
+				assert.NoError(t, r.Wait(context.Background()))
+				mu.Lock()
+				got = append(got, time.Since(start))
+				mu.Unlock()
+			})
+		}
+		require.NoError(t, f.Pause(context.Background(), "k", 1200*time.Millisecond))
+		wg.Wait()
+		slices.Sort(got)
+		b := window
+		assert.Equal(t, []time.Duration{b + 200*time.Millisecond, b + 200*time.Millisecond, 2 * b, 2 * b}, got)
+	})
+}
