@@ -46,25 +46,29 @@ func ExampleNewLeakyBucket() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 
-	// 10 per second, evenly spaced, with at most 2 callers waiting.
+	// Mirrors an nginx upstream with `limit_req rate=10r/s burst=2`:
+	// 1+2 at once, then one every 100ms. Nobody is refused within the
+	// max wait (here 250ms): the line is the max wait's business.
 	lb, err := throttle.NewLeakyBucket(throttle.PerSecond(10), 2, throttle.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for range 4 {
-		r, _ := lb.Reserve(context.Background(), "api.example.com", 1, -1)
+	for range 6 {
+		r, _ := lb.Reserve(context.Background(), "api.example.com", 1, 250*time.Millisecond)
 		if !r.OK {
-			fmt.Println("line full, retry after", r.Delay)
+			fmt.Println("refused, retry after", r.Delay)
 			continue
 		}
 		fmt.Println("go in", r.Delay)
 	}
 	// Output:
 	// go in 0s
+	// go in 0s
+	// go in 0s
 	// go in 100ms
 	// go in 200ms
-	// line full, retry after 100ms
+	// refused, retry after 50ms
 }
 
 func ExampleAll() {

@@ -34,7 +34,7 @@ import (
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
-	*keyed[fixedState, *fixedWindow]
+	e      *engine[fixedState, *fixedWindow]
 	limit  int
 	window time.Duration
 }
@@ -50,8 +50,8 @@ type FixedWindow struct {
 // leave less room in the window after. d must be shorter than window.
 // Without a tolerance each window is literal.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
-	c, err := newConfig(opts)
-	if err != nil {
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if err := checkWindow(limit, window, 0); err != nil {
@@ -61,9 +61,9 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		return nil, fmt.Errorf("throttle: WithTolerance must be shorter than the window (%v), got %v", window, c.tolerance)
 	}
 	alg := &fixedWindow{limit: int64(limit), tol: int64(c.tolerance), g: grid{w: int64(window)}}
-	k := newKeyed(alg, limit, c)
+	k := newEngine(alg, limit, c)
 	k.alg.g.phase = floorMod(k.tl.unixNano(0)-int64(c.offset), int64(window))
-	return &FixedWindow{keyed: k, limit: limit, window: window}, nil
+	return &FixedWindow{e: k, limit: limit, window: window}, nil
 }
 
 // Limit returns how many units each window allows.
@@ -71,12 +71,6 @@ func (w *FixedWindow) Limit() int { return w.limit }
 
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return w.window }
-
-// Reserve implements [Limiter]. A caller that keeps the Reservation to
-// itself allocates nothing.
-func (w *FixedWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	return w.reserve(ctx, key, n, maxWait, new(Reservation))
-}
 
 // checkWindow validates the arguments shared by the windowed limiters,
 // whose window is lengthened by tol.
@@ -192,11 +186,11 @@ func (f *fixedWindow) inTail(t int64) bool {
 	return f.tol > 0 && f.g.index(t+f.tol) != f.g.index(t)
 }
 
-func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notBefore int64) {
+func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
 	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
-			return max(t, f.g.start(j)), 0
+			return max(t, f.g.start(j))
 		}
 		t = f.g.start(j + 1)
 	}
@@ -257,8 +251,8 @@ func (s *fixedState) find(seq uint64) int {
 
 // due returns where booking b is due: the layout of the last pause for a
 // booking still ahead, and slot, as the engine computed it, otherwise.
-func (f *fixedWindow) due(s *fixedState, b *mark, slot int64) int64 {
-	if i := s.find(b.seq); i >= 0 {
+func (f *fixedWindow) due(s *fixedState, c *claim, slot int64) int64 {
+	if i := s.find(c.seq); i >= 0 {
 		return s.ahead[i].slot
 	}
 	return slot
@@ -268,7 +262,7 @@ func (f *fixedWindow) due(s *fixedState, b *mark, slot int64) int64 {
 // Units in an earlier window stay counted: that window is closed, and
 // counting them keeps the cursor's arithmetic simple. Either way the
 // booking leaves ahead, since its units will never be sent.
-func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
+func (f *fixedWindow) give(s *fixedState, now int64, b claim, moved int64, latest bool) {
 	if i := s.find(b.seq); i >= 0 {
 		s.ahead = slices.Delete(s.ahead, i, i+1)
 	}
@@ -332,6 +326,16 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
 }
 
+func (f *fixedWindow) ahead(s *fixedState, now int64) int {
+	n := int64(0)
+	for _, b := range s.ahead {
+		if b.slot > now {
+			n += b.n
+		}
+	}
+	return int(n)
+}
+
 func (f *fixedWindow) fresh(s *fixedState, now int64) bool {
 	return s.floor <= now && (s.cnt == 0 || f.g.index(now) > s.idx)
 }
@@ -346,3 +350,34 @@ func (f *fixedWindow) left(s *fixedState, now int64) int {
 	}
 	return int(max(f.limit-f.count(s, j), 0))
 }
+
+// Reserve implements [Limiter]: it books n units of key, now or at the
+// first later slot with room, if that slot lies within maxWait.
+func (w *FixedWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer]: Reserve, with the slot no earlier
+// than after from now.
+func (w *FixedWindow) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, after, maxWait)
+}
+
+// AllowN implements [Allower]: it takes n units of key only if they are
+// available now, and allocates nothing.
+func (w *FixedWindow) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	return w.e.allow(ctx, key, n)
+}
+
+// Pause implements [Pauser]: every slot of key still ahead, and every new
+// booking, moves later, so that nothing is due for d from now.
+func (w *FixedWindow) Pause(ctx context.Context, key string, d time.Duration) error {
+	return w.e.pause(ctx, key, d)
+}
+
+// Inspect implements [Inspector].
+func (w *FixedWindow) Inspect(ctx context.Context, key string) (KeyState, error) {
+	return w.e.inspect(ctx, key)
+}
+
+func (w *FixedWindow) engine() keyLocker { return w.e }

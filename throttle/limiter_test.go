@@ -39,10 +39,9 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 		{name: "below a nanosecond", giveNew: newTB(throttle.Rate{N: 2, Per: time.Nanosecond}, 1), wantErrs: []string{"2", "1ns", "nanosecond"}},
 		{name: "burst zero", giveNew: newTB(throttle.PerSecond(1), 0), wantErrs: []string{"burst", "0"}},
 		{name: "burst negative", giveNew: newTB(throttle.PerSecond(1), -4), wantErrs: []string{"burst", "-4"}},
-		{name: "capacity zero", giveNew: newLB(throttle.PerSecond(1), 0), wantErrs: []string{"capacity", "0"}},
+		{name: "capacity negative", giveNew: newLB(throttle.PerSecond(1), -1), wantErrs: []string{"capacity", "-1"}},
 		{name: "burst overflows", giveNew: newTB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"burst", "1000000"}},
 		{name: "capacity overflows", giveNew: newLB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"capacity"}},
-		{name: "nil Option", giveNew: newTB(throttle.PerSecond(1), 1, nil), wantErrs: []string{"nil Option"}},
 		{name: "WithMaxKeys zero", giveNew: newLB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(0)), wantErrs: []string{"WithMaxKeys", "0"}},
 		{name: "WithMaxKeys negative", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(-1)), wantErrs: []string{"WithMaxKeys", "-1"}},
 		{name: "negative tolerance", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithTolerance(-time.Millisecond)), wantErrs: []string{"WithTolerance", "-1ms"}},
@@ -55,6 +54,22 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 			for _, want := range tt.wantErrs {
 				assert.Contains(t, err.Error(), want)
 			}
+		})
+	}
+}
+
+func TestNilOptionPanics(t *testing.T) {
+	tests := []struct {
+		name    string
+		giveNew func()
+		want    string
+	}{
+		{name: "nil Option", giveNew: func() { _, _ = throttle.NewTokenBucket(throttle.PerSecond(1), 1, nil) }, want: "throttle: nil Option (argument 0)"},
+		{name: "nil clock", giveNew: func() { throttle.WithClock(nil) }, want: "throttle: WithClock given a nil func"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, tt.want, tt.giveNew)
 		})
 	}
 }

@@ -307,7 +307,7 @@ func TestAfterPauseAtMostBurstPlusRate(t *testing.T) {
 
 func TestLeakyBucketPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lb := newLeakyBucket(t, throttle.PerSecond(10), 5)
+		lb := newLeakyBucket(t, throttle.PerSecond(10), 0)
 		start := time.Now()
 		require.NoError(t, lb.Pause(t.Context(), "k", time.Second))
 		var woke []time.Duration

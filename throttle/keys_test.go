@@ -187,7 +187,7 @@ func TestClockSteppingBackwards(t *testing.T) {
 
 func TestClockBeforeConstruction(t *testing.T) {
 	clk := newManualClock()
-	lb := newLeakyBucket(t, throttle.PerSecond(1), 2, throttle.WithClock(clk.Now))
+	lb := newLeakyBucket(t, throttle.PerSecond(1), 0, throttle.WithClock(clk.Now))
 	clk.Set(epoch().Add(-time.Hour))
 	var delays []time.Duration
 	for range 3 {
