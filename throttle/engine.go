@@ -135,7 +135,7 @@ func (k *engine[S, A]) lock(key string) (*keyState[S, A], int64, error) {
 // starts out the same. k.mu is held for writing.
 func (k *engine[S, A]) sweep() bool {
 	now := k.tl.read()
-	if now-k.sweptAt < int64(sweepEvery) && k.added < k.maxKeys/sweepGrowth {
+	if now-k.sweptAt < int64(sweepEvery) && k.added < max(k.maxKeys/sweepGrowth, 1) {
 		return false
 	}
 	k.sweptAt, k.added = now, 0
