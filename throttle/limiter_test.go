@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,64 @@ func TestReservationRejectsNilContext(t *testing.T) {
 	var nilCtx context.Context
 	assert.ErrorContains(t, r.Wait(nilCtx), "nil context")
 	assert.ErrorContains(t, r.Cancel(nilCtx), "nil context")
+}
+
+// TestNoRefusalWithinMaxWait checks every limiter under random load: a
+// refused call, made again at once with its maxWait raised by the
+// refusal's Delay, succeeds. So nothing refuses a caller whose slot lies
+// within its maxWait.
+func TestNoRefusalWithinMaxWait(t *testing.T) {
+	builds := []struct {
+		name  string
+		build func(now func() time.Time) (throttle.Limiter, error)
+	}{
+		{name: "TokenBucket", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewTokenBucket(throttle.PerSecond(10), 3, throttle.WithClock(now))
+		}},
+		{name: "LeakyBucket", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewLeakyBucket(throttle.PerSecond(10), 2, throttle.WithClock(now))
+		}},
+		{name: "SlidingWindow", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewSlidingWindow(5, time.Second, throttle.WithClock(now))
+		}},
+		{name: "SlidingWindowCounter", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewSlidingWindowCounter(5, time.Second, throttle.WithClock(now))
+		}},
+		{name: "FixedWindow", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewFixedWindow(5, time.Second, throttle.WithClock(now), throttle.WithTolerance(100*time.Millisecond))
+		}},
+	}
+	for _, tt := range builds {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			l, err := tt.build(clk.Now)
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(3, 4))
+			ctx := context.Background()
+			refusals := 0
+			for range 2000 {
+				switch rng.IntN(10) {
+				case 0:
+					require.NoError(t, l.(throttle.Pauser).Pause(ctx, "k", time.Duration(rng.Int64N(int64(time.Second)))))
+				case 1, 2:
+					clk.Advance(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
+				default:
+					n := 1 + rng.IntN(2)
+					maxWait := time.Duration(rng.Int64N(int64(2 * time.Second)))
+					r, err := l.Reserve(ctx, "k", n, maxWait)
+					require.NoError(t, err)
+					if r.OK {
+						assert.LessOrEqual(t, r.Delay, maxWait)
+						continue
+					}
+					refusals++
+					require.Positive(t, r.Delay)
+					again, err := l.Reserve(ctx, "k", n, maxWait+r.Delay)
+					require.NoError(t, err)
+					assert.True(t, again.OK, "refused with Delay %v under maxWait %v, then refused again", r.Delay, maxWait)
+				}
+			}
+			assert.Positive(t, refusals, "the test reached the limit")
+		})
+	}
 }
