@@ -105,21 +105,6 @@ func (g grid) index(t int64) int64 { return floorDiv(t+g.phase, g.w) }
 // start returns where window i begins.
 func (g grid) start(i int64) int64 { return i*g.w - g.phase }
 
-// near returns index(t) for a t that usually lies in window i or the
-// one after it, as a key's next booking does next to its cursor, and then
-// spares the division.
-func (g grid) near(t, i int64) int64 {
-	if d := t - g.start(i); d >= 0 {
-		if d < g.w {
-			return i
-		}
-		if d-g.w < g.w {
-			return i + 1
-		}
-	}
-	return g.index(t)
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -188,7 +173,7 @@ func (f *fixedWindow) inTail(t int64) bool {
 
 func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
-	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
+	for j := max(f.g.index(t), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
 			return max(t, f.g.start(j))
 		}
@@ -209,7 +194,7 @@ func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ 
 // count1 counts n units at t, which is not before the cursor's window,
 // and moves the cursor there.
 func (f *fixedWindow) count1(s *fixedState, t, n int64) {
-	switch j := f.g.near(t, s.idx); {
+	switch j := f.g.index(t); {
 	case j == s.idx:
 		s.cnt += n
 	case j == s.idx+1:
@@ -266,7 +251,7 @@ func (f *fixedWindow) give(s *fixedState, now int64, b claim, moved int64, lates
 	if i := s.find(b.seq); i >= 0 {
 		s.ahead = slices.Delete(s.ahead, i, i+1)
 	}
-	if f.g.near(b.slot, s.idx) != s.idx {
+	if f.g.index(b.slot) != s.idx {
 		return
 	}
 	n := int64(b.n)
@@ -316,7 +301,7 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 	for i := range s.ahead {
 		b := &s.ahead[i]
 		t := b.slot + by + extra
-		for j := f.g.near(t, s.idx); f.count(s, j)+b.n > f.limit; j++ {
+		for j := f.g.index(t); f.count(s, j)+b.n > f.limit; j++ {
 			t = f.g.start(j + 1)
 		}
 		extra = t - (b.slot + by)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -74,7 +75,7 @@ type logRun struct {
 //
 // The runs are buf[head:]. Runs dropped from the front leave room that
 // push reuses, so a busy key's log settles into one array instead of
-// allocating as it slides.
+// allocating as it slides (for the goal of 0 allocations per Allow).
 type logState struct {
 	buf   []logRun
 	head  int
@@ -149,37 +150,14 @@ func (l *slidingLog) inWindow(s *logState, t int64) int64 {
 }
 
 // firstAfter returns the index of the first run whose slot is after t.
-// The searches here are written out: sort.Search's closure costs more
-// than the search on a hot path.
 func firstAfter(runs []logRun, t int64) int {
-	if len(runs) == 0 || runs[0].at > t {
-		return 0 // the usual answer: book drops what fell out of the window
-	}
-	lo, hi := 1, len(runs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if runs[m].at > t {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
+	return sort.Search(len(runs), func(i int) bool { return runs[i].at > t })
 }
 
 // firstReaching returns the index of the first run holding unit number u
 // or a later one.
 func firstReaching(runs []logRun, u int64) int {
-	lo, hi := 0, len(runs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if runs[m].cum >= u {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
+	return sort.Search(len(runs), func(i int) bool { return runs[i].cum >= u })
 }
 
 func (l *slidingLog) earliest(s *logState, now, from int64, n int) int64 {

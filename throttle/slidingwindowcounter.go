@@ -83,7 +83,7 @@ type counterState struct {
 	lag   int64 // how far pauses have moved this key's grid
 }
 
-func (c *slidingCounter) index(s *counterState, t int64) int64 { return c.g.near(t-s.lag, s.idx) }
+func (c *slidingCounter) index(s *counterState, t int64) int64 { return c.g.index(t - s.lag) }
 
 func (c *slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
 
