@@ -30,7 +30,9 @@ import (
 // hold more than limit, its latest-booked units move on to the next
 // window's reset, and every unit booked after them at least as far, so
 // that order and spacing are kept. Every aligned window holds at most
-// limit units, pauses included.
+// limit units, pauses included. Under [All], the other parts do not learn
+// of such a move: the first unit booked after it may go at the same
+// instant as the last unit moved, one more than a bucket part's burst.
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
