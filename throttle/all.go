@@ -157,11 +157,11 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 	delay := max(after, 0)
 	booked := make([]*Reservation, len(foreign))
 	for range maxRounds {
-		var refusal *Reservation
-		delay, refusal, err = bookForeign(ctx, foreign, booked, key, n, delay, maxWait)
-		if err != nil || refusal != nil {
+		var no *Reservation
+		delay, no, err = bookForeign(ctx, foreign, booked, key, n, delay, maxWait)
+		if err != nil || no != nil {
 			cancelAll(ctx, booked)
-			return refusal, err
+			return no, err
 		}
 		r, agreed, err := bookTogether(own, len(foreign) > 0, key, n, delay, maxWait)
 		if err != nil || !r.OK {
@@ -266,7 +266,7 @@ func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWai
 			}
 		}
 	}
-	if wait := refusal(common, maxWait); wait > 0 {
+	if wait := pastMaxWait(common, maxWait); wait > 0 {
 		left := -1
 		for _, l := range held {
 			left = minRemaining(left, l.left())

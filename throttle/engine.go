@@ -178,7 +178,7 @@ func (k *engine[S, A]) reserve(ctx context.Context, key string, n int, after, ma
 	}
 	defer e.mu.Unlock()
 	slot := k.alg.earliest(&e.s, now, max(e.pause.until, now+max(int64(after), 0)), n)
-	if wait := refusal(slot-now, maxWait); wait > 0 {
+	if wait := pastMaxWait(slot-now, maxWait); wait > 0 {
 		return refused(key, time.Duration(wait), k.alg.left(&e.s, now)), nil
 	}
 	// One allocation holds the Reservation and its claim.
@@ -191,9 +191,9 @@ func (k *engine[S, A]) reserve(ctx context.Context, key string, n int, after, ma
 	return &rc.r, nil
 }
 
-// refusal returns 0 when a slot delay from now lies within maxWait, and
+// pastMaxWait returns 0 when a slot delay from now lies within maxWait, and
 // otherwise how long until the same request would be accepted.
-func refusal(delay int64, maxWait time.Duration) int64 {
+func pastMaxWait(delay int64, maxWait time.Duration) int64 {
 	if maxWait < 0 {
 		return 0
 	}

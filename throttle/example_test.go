@@ -230,3 +230,26 @@ func ExampleTokenBucket_Pause() {
 	// go in 30s
 	// then in 31s
 }
+
+func ExampleTokenBucket_Inspect() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 5, throttle.WithClock(clock))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	for range 7 {
+		_, _ = tb.Reserve(ctx, "api.example.com", 1, -1)
+	}
+	// The upstream answered 429 with Retry-After: 1.
+	_ = tb.Pause(ctx, "api.example.com", time.Second)
+
+	// 7 booked in a burst of 5 leave 0 now and 2 units' worth ahead;
+	// the pause moved them all a second later.
+	st, _ := tb.Inspect(ctx, "api.example.com")
+	fmt.Printf("remaining %d, next in %v, %d ahead, paused for %v\n", st.Remaining, st.Next, st.Ahead, st.Paused)
+	// Output:
+	// remaining 0, next in 1.3s, 17 ahead, paused for 1s
+}

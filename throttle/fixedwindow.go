@@ -145,12 +145,12 @@ type fixedState struct {
 	cnt   int64 // units counted in window idx
 	spill int64 // units of cnt booked in idx's last tol, which count in idx+1 too
 	floor int64 // the latest slot booked; no slot goes below it
-	ahead []aheadBooking
+	ahead []aheadEntry
 }
 
-// aheadBooking is a booking whose slot was in the future when it was
+// aheadEntry records a booking whose slot was in the future when it was
 // made. slot is where it is due now, pauses included.
-type aheadBooking struct {
+type aheadEntry struct {
 	slot int64
 	n    int64
 	seq  uint64
@@ -188,7 +188,7 @@ func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ 
 	s.floor = slot
 	f.dropDue(s, now)
 	if slot > now {
-		s.ahead = append(s.ahead, aheadBooking{slot: slot, n: int64(n), seq: seq})
+		s.ahead = append(s.ahead, aheadEntry{slot: slot, n: int64(n), seq: seq})
 	}
 	return 0, int(max(f.limit-s.cnt, 0))
 }
@@ -229,7 +229,7 @@ func (f *fixedWindow) dropDue(s *fixedState, now int64) {
 
 // find returns the index of the booking ahead made with seq, or -1.
 func (s *fixedState) find(seq uint64) int {
-	i, ok := slices.BinarySearchFunc(s.ahead, seq, func(b aheadBooking, seq uint64) int { return cmp.Compare(b.seq, seq) })
+	i, ok := slices.BinarySearchFunc(s.ahead, seq, func(b aheadEntry, seq uint64) int { return cmp.Compare(b.seq, seq) })
 	if !ok {
 		return -1
 	}
