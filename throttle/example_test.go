@@ -246,8 +246,9 @@ func ExampleTokenBucket_Inspect() {
 	// The upstream answered 429 with Retry-After: 1.
 	_ = tb.Pause(ctx, "api.example.com", time.Second)
 
-	// 7 booked in a burst of 5 leave 0 now and 2 units' worth ahead;
-	// the pause moved them all a second later.
+	// 7 booked in a burst of 5 leave none now; with the pause, the
+	// bucket is booked 1.7s ahead (17 units' worth), and one more unit
+	// fits 1.3s from now.
 	st, _ := tb.Inspect(ctx, "api.example.com")
 	fmt.Printf("remaining %d, next in %v, %d ahead, paused for %v\n", st.Remaining, st.Next, st.Ahead, st.Paused)
 	// Output:
