@@ -284,27 +284,11 @@ func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
 		require.NoError(t, err)
 		l := throttle.All(day, bucket)
 
-		var (
-			mu  sync.Mutex
-			got []time.Duration
-			wg  sync.WaitGroup
-		)
-		for range 4 {
-			r, err := l.Reserve(context.Background(), "k", 1, -1)
-			require.NoError(t, err)
-			require.True(t, r.OK)
-			wg.Go(func() {
-				assert.NoError(t, r.Wait(context.Background()))
-				mu.Lock()
-				got = append(got, time.Since(start))
-				mu.Unlock()
-			})
-		}
+		woke := wakeAll(t, l, 4, start)
 		time.Sleep(100 * time.Millisecond)
 		require.NoError(t, l.(throttle.Pauser).Pause(context.Background(), "k", 1950*time.Millisecond))
-		wg.Wait()
+		got := woke()
 
-		slices.Sort(got)
 		midnight := 24 * time.Hour
 		assert.Equal(t, []time.Duration{
 			midnight - 2*time.Second,        // due before the pause
@@ -429,26 +413,37 @@ func TestFixedWindowIssueTwo(t *testing.T) {
 		f, err := throttle.NewFixedWindow(2, window)
 		require.NoError(t, err)
 		require.NoError(t, f.Pause(context.Background(), "k", 500*time.Millisecond))
-		var (
-			mu  sync.Mutex
-			got []time.Duration
-			wg  sync.WaitGroup
-		)
-		for range 4 {
-			r, err := f.Reserve(context.Background(), "k", 1, -1)
-			require.NoError(t, err)
-			require.True(t, r.OK)
-			wg.Go(func() {
-				assert.NoError(t, r.Wait(context.Background()))
-				mu.Lock()
-				got = append(got, time.Since(start))
-				mu.Unlock()
-			})
-		}
+		woke := wakeAll(t, f, 4, start)
 		require.NoError(t, f.Pause(context.Background(), "k", 1200*time.Millisecond))
-		wg.Wait()
-		slices.Sort(got)
+		got := woke()
 		b := window
 		assert.Equal(t, []time.Duration{b + 200*time.Millisecond, b + 200*time.Millisecond, 2 * b, 2 * b}, got)
 	})
+}
+
+// wakeAll reserves n single units of key "k" of l, each waited for by a
+// goroutine, inside a synctest bubble. The returned func waits for them
+// all and returns when each woke, as offsets from start, sorted.
+func wakeAll(t *testing.T, l throttle.Limiter, n int, start time.Time) func() []time.Duration {
+	var (
+		mu  sync.Mutex
+		got []time.Duration
+		wg  sync.WaitGroup
+	)
+	for range n {
+		r, err := l.Reserve(context.Background(), "k", 1, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		wg.Go(func() {
+			assert.NoError(t, r.Wait(context.Background()))
+			mu.Lock()
+			got = append(got, time.Since(start))
+			mu.Unlock()
+		})
+	}
+	return func() []time.Duration {
+		wg.Wait()
+		slices.Sort(got)
+		return got
+	}
 }
