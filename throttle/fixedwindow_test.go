@@ -2,8 +2,11 @@ package throttle_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -43,7 +46,7 @@ func TestFixedWindowSaturatedRun(t *testing.T) {
 	}
 }
 
-func TestFixedWindowPauseKeepsWindowsApart(t *testing.T) {
+func TestFixedWindowUnderPressureKeepsTheLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const limit, window = 10, time.Second
 		start := time.Now() // synctest's clock starts on a whole second
@@ -316,6 +319,17 @@ func TestFixedWindowModel(t *testing.T) {
 		{name: "with a token bucket", giveSeed: 3, giveAll: true},
 		{name: "with a token bucket, other seed", giveSeed: 4, giveAll: true},
 		{name: "tolerance", giveSeed: 5, giveTol: 100 * time.Millisecond},
+	}
+	if n, _ := strconv.Atoi(os.Getenv("FW_MODEL_SEEDS")); n > 0 { // a longer run, by hand
+		base := tests
+		tests = nil
+		for seed := range uint64(n) {
+			for _, tt := range base {
+				tt.giveSeed = seed
+				tt.name = fmt.Sprintf("%s/%d", tt.name, seed)
+				tests = append(tests, tt)
+			}
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
