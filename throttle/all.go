@@ -189,7 +189,10 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 // part agrees. It returns the final delay, or a refusal after which the
 // caller cancels what booked holds.
 func bookForeign(ctx context.Context, ls []Limiter, booked []*Reservation, key string, n int, delay, maxWait time.Duration) (time.Duration, *Reservation, error) {
-	for settled := false; !settled; {
+	for round, settled := 0, false; !settled; round++ {
+		if round == maxRounds {
+			return 0, nil, fmt.Errorf("throttle: All's parts found no common slot for key %q in %d rounds", key, maxRounds)
+		}
 		settled = true
 		for i, l := range ls {
 			if r := booked[i]; r != nil {

@@ -324,3 +324,16 @@ func TestAllReserveAfterAndInspect(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, throttle.KeyState{Key: "fresh", Remaining: 2}, st, "a key never seen is fresh")
 }
+
+// creepingLimiter is a foreign limiter that always books a little later
+// than asked, so that no common slot is ever agreed.
+type creepingLimiter struct{ fakeLimiter }
+
+func (c *creepingLimiter) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*throttle.Reservation, error) {
+	return throttle.NewReservation(&fakeBooking{at: time.Now().Add(after + time.Millisecond)}, after+time.Millisecond, 0), nil
+}
+
+func TestAllGivesUpOnNoCommonSlot(t *testing.T) {
+	_, err := throttle.All(&creepingLimiter{}, &creepingLimiter{}).Reserve(context.Background(), "k", 1, -1)
+	assert.ErrorContains(t, err, `throttle: All's parts found no common slot for key "k" in 32 rounds`)
+}

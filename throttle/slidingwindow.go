@@ -121,7 +121,8 @@ func (s *logState) dropFront(i int) {
 // once. The array stays for the key's next booking unless it is far
 // larger than they needed: a key whose whole window went by between two
 // bookings, as a pause of the process can make happen, must not grow its
-// log from nothing each time.
+// log from nothing each time (0 allocations per Allow, and the memory
+// goal for idle keys).
 func (s *logState) trim(dropped int) {
 	if s.head < len(s.buf) {
 		return
