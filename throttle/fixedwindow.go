@@ -32,7 +32,8 @@ import (
 // that order and spacing are kept. Every aligned window holds at most
 // limit units, pauses included. Under [All], the other parts do not learn
 // of such a move: the first unit booked after it may go at the same
-// instant as the last unit moved, one more than a bucket part's burst.
+// instant as the last unit moved, one unit more than a bucket or sliding
+// window part would let through there.
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
@@ -183,7 +184,7 @@ func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	}
 }
 
-func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ bool) (aux int64, remaining int) {
+func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ bool) (undo int64, remaining int) {
 	f.count1(s, slot, int64(n))
 	s.floor = slot
 	f.dropDue(s, now)

@@ -171,7 +171,7 @@ func (l *slidingLog) earliest(s *logState, now, from int64, n int) int64 {
 	return slot
 }
 
-func (l *slidingLog) book(s *logState, now, slot int64, n int, _ uint64, tally bool) (aux int64, remaining int) {
+func (l *slidingLog) book(s *logState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
 	runs := s.runs()
 	i := 0
 	for i < len(runs) && runs[i].at+l.w <= now {

@@ -130,7 +130,7 @@ func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) int64
 	}
 }
 
-func (c *slidingCounter) book(s *counterState, now, slot int64, n int, _ uint64, tally bool) (aux int64, remaining int) {
+func (c *slidingCounter) book(s *counterState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
 	switch j := c.index(s, slot); {
 	case j <= s.idx:
 		s.cur += int64(n)
