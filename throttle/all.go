@@ -59,7 +59,7 @@ const maxRounds = 32
 // caller may book between two rounds, and a re-booking moves the units
 // to a later slot but never earlier. The delay is counted from each
 // part's own call, so the parts' slots may differ by the time the calls
-// took.
+// took. Parts that still disagree after 32 rounds make Reserve fail.
 //
 // A part outside this package without ReserveAfter is best effort: it is
 // booked once, with Reserve, at the earliest slot it has. If that is
