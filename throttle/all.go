@@ -154,7 +154,7 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 			return nil, capacityError(n, p.capacity())
 		}
 	}
-	delay := max(after, 0)
+	delay := min(max(after, 0), maxSpan)
 	booked := make([]*Reservation, len(foreign))
 	for range maxRounds {
 		var no *Reservation
@@ -219,7 +219,7 @@ func bookForeign(ctx context.Context, ls []Limiter, booked []*Reservation, key s
 			}
 			booked[i] = r
 			if r.Delay > delay {
-				delay, settled = r.Delay, false
+				delay, settled = min(r.Delay, maxSpan), false
 			}
 		}
 	}

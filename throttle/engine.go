@@ -216,7 +216,7 @@ func (k *engine[S, A]) reserve(ctx context.Context, key string, n int, after, ma
 		return nil, err
 	}
 	defer e.mu.Unlock()
-	slot := k.alg.earliest(&e.s, now, max(e.pause.until, now+max(int64(after), 0)), n)
+	slot := k.alg.earliest(&e.s, now, max(e.pause.until, now+min(max(int64(after), 0), maxSpan)), n)
 	if wait := pastMaxWait(slot-now, maxWait); wait > 0 {
 		return refused(key, time.Duration(wait), k.alg.left(&e.s, now)), nil
 	}

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -203,6 +204,31 @@ func TestNoRefusalWithinMaxWait(t *testing.T) {
 				}
 			}
 			assert.Positive(t, refusals, "the test reached the limit")
+		})
+	}
+}
+
+func TestReserveAfterExtremes(t *testing.T) {
+	tests := []struct {
+		name      string
+		giveAfter time.Duration
+		wantDelay time.Duration
+	}{
+		{name: "negative is now", giveAfter: -time.Hour, wantDelay: 0},
+		{name: "ordinary", giveAfter: 3 * time.Second, wantDelay: 3 * time.Second},
+		{name: "huge stays far", giveAfter: math.MaxInt64, wantDelay: math.MaxInt64 / 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			tb := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+			fw := newFixedWindow(t, 5, time.Second, throttle.WithClock(clk.Now))
+			for _, d := range []throttle.Deferrer{tb, throttle.All(fw).(throttle.Deferrer)} {
+				r, err := d.ReserveAfter(context.Background(), "k", 1, tt.giveAfter, -1)
+				require.NoError(t, err)
+				require.True(t, r.OK)
+				assert.Equal(t, tt.wantDelay, r.Delay)
+			}
 		})
 	}
 }
