@@ -81,6 +81,7 @@ type engine[S any, A algorithm[S]] struct {
 
 	sweptAt atomic.Int64 // when the last sweep began, on the timeline
 	added   atomic.Int64 // keys added since then
+	full    error        // the ErrTooManyKeys a new key gets, built once
 }
 
 var limiterIDs atomic.Uint64
@@ -93,6 +94,7 @@ func newEngine[S any, A algorithm[S]](alg A, maxN int, c config) *engine[S, A] {
 		tl:      newTimeline(c.now),
 		maxKeys: c.maxKeys,
 		keys:    make(map[string]*keyState[S, A]),
+		full:    fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, c.maxKeys),
 	}
 	k.sweptAt.Store(-int64(sweepEvery))
 	return k
@@ -118,7 +120,10 @@ func (k *engine[S, A]) lock(key string) (*keyState[S, A], int64, error) {
 	}
 	full := len(k.keys) >= k.maxKeys
 	k.mu.RUnlock()
-	if full && k.startSweep() {
+	if full {
+		if !k.startSweep() {
+			return nil, 0, k.full
+		}
 		k.sweep()
 	}
 
@@ -127,7 +132,7 @@ func (k *engine[S, A]) lock(key string) (*keyState[S, A], int64, error) {
 	e := k.keys[key]
 	if e == nil {
 		if len(k.keys) >= k.maxKeys {
-			return nil, 0, fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, k.maxKeys)
+			return nil, 0, k.full
 		}
 		e = &keyState[S, A]{eng: k}
 		k.keys[key] = e
