@@ -27,6 +27,8 @@ type lockedKey interface {
 	earliest(from int64, n int) (slot int64)
 	book(slot int64, n int, c *claim) (remaining int)
 	left() int
+	moved() []aheadEntry
+	raise(units []aheadEntry)
 	unlock()
 }
 
@@ -305,6 +307,9 @@ func (a *all) AllowN(ctx context.Context, key string, n int) (bool, error) {
 }
 
 // Pause implements [Pauser]: it pauses every part that can be paused.
+// A fixed window may then move units further than the other parts (into
+// its next window): the buckets among the parts of this package learn
+// where they are due, and space what follows from them.
 func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 	var errs []error
 	a.each(key, func(l Limiter) {
@@ -312,7 +317,34 @@ func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 			errs = append(errs, p.Pause(ctx, key, d))
 		}
 	}, &errs)
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	own, _, err := a.parts(key)
+	if err != nil || len(own) < 2 {
+		return err
+	}
+	held := make([]lockedKey, 0, len(own))
+	defer func() {
+		for _, l := range held {
+			l.unlock()
+		}
+	}()
+	for _, p := range own {
+		l, err := p.lockKey(key)
+		if err != nil {
+			return err
+		}
+		held = append(held, l)
+	}
+	for _, from := range held {
+		if units := from.moved(); len(units) > 0 {
+			for _, to := range held {
+				to.raise(units)
+			}
+		}
+	}
+	return nil
 }
 
 // Inspect implements [Inspector]: the tightest of the parts that can be

@@ -30,10 +30,11 @@ import (
 // hold more than limit, its latest-booked units move on to the next
 // window's reset, and every unit booked after them at least as far, so
 // that order and spacing are kept. Every aligned window holds at most
-// limit units, pauses included. Under [All], the other parts do not learn
-// of such a move: the first unit booked after it may go at the same
-// instant as the last unit moved, one unit more than a bucket or sliding
-// window part would let through there.
+// limit units, pauses included. When the pause comes through [All], a
+// bucket part learns where the moved units are due and spaces what
+// follows from them; a sliding window part cannot, nor can any part when
+// the window alone is paused, and such a part may see more units next to
+// the moved ones than it allows.
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
@@ -313,6 +314,13 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 	}
 	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
 }
+
+func (f *fixedWindow) moved(s *fixedState, now int64) []aheadEntry {
+	f.dropDue(s, now)
+	return s.ahead
+}
+
+func (f *fixedWindow) raise(s *fixedState, now int64, units []aheadEntry) {}
 
 func (f *fixedWindow) ahead(s *fixedState, now int64) int {
 	n := int64(0)

@@ -387,6 +387,9 @@ func TestFixedWindowModel(t *testing.T) {
 				wg.Wait()
 				assert.Greater(t, sent.total(), 100)
 				assert.LessOrEqual(t, sent.aligned(window, start), limit)
+				if tt.giveAll {
+					assert.NoError(t, sent.conform(time.Second/7+1, 2), "the bucket's bound holds for the units as sent")
+				}
 				if tt.giveTol > 0 {
 					// A unit sent in the last tolerance of a window counts in
 					// the next one too.
@@ -460,4 +463,49 @@ func wakeAll(t *testing.T, l throttle.Limiter, n int, start time.Time) func() []
 		slices.Sort(got)
 		return got
 	}
+}
+
+// TestAllSpacesUnitsAfterAPush pauses All(bucket 10/s burst 1, window
+// 2/s) so that the window pushes a unit into the next second: the next
+// booking goes an interval after it, not at the same instant.
+func TestAllSpacesUnitsAfterAPush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		time.Sleep(800 * time.Millisecond)
+		fw, err := throttle.NewFixedWindow(2, time.Second)
+		require.NoError(t, err)
+		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 1)
+		require.NoError(t, err)
+		l := throttle.All(fw, tb)
+		woke := wakeAll(t, l, 4, start) // at 0.8 and 0.9, then 1.0 and 1.1
+		time.Sleep(50 * time.Millisecond)
+		// 0.9 moves to 1.05 and fills the second with 1.0 (now 1.15);
+		// 1.1 (now 1.25) no longer fits: it goes at 2.0.
+		require.NoError(t, l.(throttle.Pauser).Pause(context.Background(), "k", 150*time.Millisecond))
+		r, err := l.Reserve(context.Background(), "k", 1, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		assert.Equal(t, 2100*time.Millisecond, time.Since(start)+r.Delay, "an interval after the pushed unit")
+		assert.Equal(t, []time.Duration{800 * time.Millisecond, 1050 * time.Millisecond, 1150 * time.Millisecond, 2 * time.Second}, woke())
+	})
+}
+
+// conform checks the units sent against a token bucket with the given
+// interval and burst, by virtual scheduling over the sorted sends.
+func (s sends) conform(interval time.Duration, burst int) error {
+	at := make([]time.Duration, 0, len(s))
+	for t := range s {
+		at = append(at, t)
+	}
+	slices.Sort(at)
+	tat := time.Duration(-1 << 62)
+	for _, t := range at {
+		for range s[t] {
+			tat = max(tat, t) + interval
+			if tat-t > time.Duration(burst)*interval {
+				return fmt.Errorf("unit sent at %v: %v of units ahead exceed a burst of %d", t, tat-t, burst)
+			}
+		}
+	}
+	return nil
 }

@@ -11,7 +11,8 @@ type gcra struct {
 }
 
 type gcraState struct {
-	tat int64
+	tat   int64
+	floor int64 // set by raise: give never takes tat below it
 }
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
@@ -42,12 +43,31 @@ func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
 // pushed past tat, or when two earlier bookings are cancelled in turn.
 func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) {
 	if latest {
-		s.tat = min(s.tat, c.undo+moved)
+		s.tat = max(min(s.tat, c.undo+moved), s.floor)
 	}
+}
+
+func (g *gcra) moved(s *gcraState, now int64) []aheadEntry { return nil }
+
+// raise books the units again where they are due: tat as if they had
+// been booked there, in order. Booking units at slots d1, d2, ... leaves
+// tat at the largest of di + the cost of units i and after. A later
+// Cancel does not undo it (floor): the bucket then spaces new units from
+// a unit that will not be sent, which only delays them.
+func (g *gcra) raise(s *gcraState, now int64, units []aheadEntry) {
+	cost := int64(0)
+	for i := len(units) - 1; i >= 0; i-- {
+		cost += units[i].n * g.interval
+		s.floor = max(s.floor, units[i].slot+cost)
+	}
+	s.tat = max(s.tat, s.floor)
 }
 
 func (g *gcra) shift(s *gcraState, now, by int64) {
 	s.tat = max(s.tat, now) + by
+	if s.floor > now {
+		s.floor += by
+	}
 }
 
 func (g *gcra) fresh(s *gcraState, now int64) bool {

@@ -235,6 +235,12 @@ func (l *slidingLog) shift(s *logState, now, d int64) {
 	}
 }
 
+func (l *slidingLog) moved(s *logState, now int64) []aheadEntry { return nil }
+
+// raise does nothing: the log cannot tell which of its runs the units
+// were booked in (see FixedWindow on All).
+func (l *slidingLog) raise(s *logState, now int64, units []aheadEntry) {}
+
 func (l *slidingLog) ahead(s *logState, now int64) int {
 	runs := s.runs()
 	i := firstAfter(runs, now)

@@ -166,6 +166,12 @@ func (c *slidingCounter) shift(s *counterState, now, d int64) {
 
 // ahead reports 1 while units are booked past now: the counters do not
 // say how many.
+func (c *slidingCounter) moved(s *counterState, now int64) []aheadEntry { return nil }
+
+// raise does nothing: the counters cannot tell where the units were
+// counted (see FixedWindow on All).
+func (c *slidingCounter) raise(s *counterState, now int64, units []aheadEntry) {}
+
 func (c *slidingCounter) ahead(s *counterState, now int64) int {
 	if s.floor > now {
 		return 1
