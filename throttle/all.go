@@ -27,7 +27,7 @@ type lockedKey interface {
 	earliest(from int64, n int) (slot int64)
 	book(slot int64, n int, c *claim) (remaining int)
 	left() int
-	moved() []aheadEntry
+	pushed() []aheadEntry
 	raise(units []aheadEntry)
 	unlock()
 }
@@ -338,7 +338,7 @@ func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 		held = append(held, l)
 	}
 	for _, from := range held {
-		if units := from.moved(); len(units) > 0 {
+		if units := from.pushed(); len(units) > 0 {
 			for _, to := range held {
 				to.raise(units)
 			}

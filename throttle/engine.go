@@ -49,10 +49,10 @@ type algorithm[S any] interface {
 	left(s *S, now int64) int
 	// ahead returns the units booked for slots after now.
 	ahead(s *S, now int64) int
-	// moved returns the bookings ahead of now when this limiter may have
+	// pushed returns the bookings ahead of now when this limiter may have
 	// moved them further than a pause moves the other limiters' (only the
 	// fixed window does, and only it returns any), oldest first.
-	moved(s *S, now int64) []aheadEntry
+	pushed(s *S, now int64) []aheadEntry
 	// raise tells s that bookings ahead of now are due where units says,
 	// later than it has them, so that it spaces what follows from them
 	// (only the buckets can).
@@ -400,7 +400,7 @@ func (l *lockedState[S, A]) book(slot int64, n int, c *claim) int {
 
 func (l *lockedState[S, A]) left() int { return l.e.eng.alg.left(&l.e.s, l.at) }
 
-func (l *lockedState[S, A]) moved() []aheadEntry { return l.e.eng.alg.moved(&l.e.s, l.at) }
+func (l *lockedState[S, A]) pushed() []aheadEntry { return l.e.eng.alg.pushed(&l.e.s, l.at) }
 
 func (l *lockedState[S, A]) raise(units []aheadEntry) { l.e.eng.alg.raise(&l.e.s, l.at, units) }
 

@@ -315,7 +315,7 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
 }
 
-func (f *fixedWindow) moved(s *fixedState, now int64) []aheadEntry {
+func (f *fixedWindow) pushed(s *fixedState, now int64) []aheadEntry {
 	f.dropDue(s, now)
 	return s.ahead
 }

@@ -47,7 +47,7 @@ func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) 
 	}
 }
 
-func (g *gcra) moved(s *gcraState, now int64) []aheadEntry { return nil }
+func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }
 
 // raise books the units again where they are due: tat as if they had
 // been booked there, in order. Booking units at slots d1, d2, ... leaves

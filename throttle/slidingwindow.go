@@ -235,7 +235,7 @@ func (l *slidingLog) shift(s *logState, now, d int64) {
 	}
 }
 
-func (l *slidingLog) moved(s *logState, now int64) []aheadEntry { return nil }
+func (l *slidingLog) pushed(s *logState, now int64) []aheadEntry { return nil }
 
 // raise does nothing: the log cannot tell which of its runs the units
 // were booked in (see FixedWindow on All).

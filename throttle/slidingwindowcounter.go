@@ -166,7 +166,7 @@ func (c *slidingCounter) shift(s *counterState, now, d int64) {
 
 // ahead reports 1 while units are booked past now: the counters do not
 // say how many.
-func (c *slidingCounter) moved(s *counterState, now int64) []aheadEntry { return nil }
+func (c *slidingCounter) pushed(s *counterState, now int64) []aheadEntry { return nil }
 
 // raise does nothing: the counters cannot tell where the units were
 // counted (see FixedWindow on All).
