@@ -3,24 +3,32 @@ package throttle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
 
-// lockable is implemented by the built-in limiters, so that All can lock
-// several of them and book one common slot atomically.
-type lockable interface {
-	order() uint64 // a fixed lock order, to avoid deadlock
-	capacity() int
-	lockKey(key string) (locked, error)
+// builtin is implemented by the limiters of this package, so that All
+// can lock several of them and book one common slot atomically.
+type builtin interface {
+	engine() keyLocker
 }
 
-// locked is one key of one built-in limiter, locked by All.
-type locked interface {
+// keyLocker is a built-in limiter's engine, as All sees it.
+type keyLocker interface {
+	order() uint64 // a fixed lock order, to avoid deadlock
+	capacity() int
+	lockKey(key string) (lockedKey, error)
+}
+
+// lockedKey is one key of one built-in limiter, locked by All.
+type lockedKey interface {
 	now() int64
-	earliest(from int64, n int) (slot, notBefore int64)
-	book(slot int64, n int, p *part) (remaining int)
+	earliest(from int64, n int) (slot int64)
+	book(slot int64, n int, c *claim) (remaining int)
 	left() int
+	pushed() []aheadEntry
+	raise(units []aheadEntry)
 	unlock()
 }
 
@@ -31,6 +39,10 @@ type all struct {
 	ls []Limiter
 }
 
+// maxRounds bounds how often All books its parts outside this package
+// again before it gives up on one common slot.
+const maxRounds = 32
+
 // All returns a Limiter that grants units only when every one of ls
 // grants them, at one common slot: the earliest time at which every part
 // can admit them. No part is booked earlier than the rest, so 10/s
@@ -38,15 +50,32 @@ type all struct {
 //
 // For the limiters of this package, and Route over them, the booking is
 // atomic: the parts' state for the key is locked in a fixed order, and a
-// part that refuses leaves the others untouched. Other limiters are
-// reserved one by one first, and cancelled if a later part refuses; they
-// may be booked earlier than the common slot, which is harmless for
-// buckets and sliding windows but may let a fixed-window part see the
-// units in a later window than it booked. Reserve on an empty All returns
-// an error.
+// part that refuses leaves the others untouched.
+//
+// A part from outside this package that implements [Deferrer] (the
+// limiters of redislimit do) is booked with ReserveAfter at the common
+// delay. When a part can only go later, the delay is raised to its slot,
+// and the parts booked at the old delay are cancelled and booked again,
+// until every part agrees; so each part's own bound (a bucket's spacing)
+// holds for the units as they are sent. This is not atomic: another
+// caller may book between two rounds, and a re-booking moves the units
+// to a later slot but never earlier. The delay is counted from each
+// part's own call, so the parts' slots may differ by the time the calls
+// took. Parts that still disagree after 32 rounds make Reserve fail.
+//
+// A part outside this package without ReserveAfter is best effort: it is
+// booked once, with Reserve, at the earliest slot it has. If that is
+// later than the other parts allow, the delay is raised to it; if it is
+// earlier, the units stay booked there while they are sent at the later
+// common slot, so that limiter counts them earlier than they go: its
+// bound holds for its bookings, not for the sends, and a bucket behind
+// it may see them closer together than its spacing.
+//
+// A part that refuses, or fails, makes All refuse, or fail, and every
+// part booked is cancelled. Reserve on an empty All returns an error.
 //
 // The returned Limiter also implements [Pauser], pausing every part that
-// can be paused, and [Allower].
+// can be paused, [Allower], [Deferrer] and [Inspector].
 func All(ls ...Limiter) Limiter {
 	for _, l := range ls {
 		if l == nil {
@@ -57,8 +86,8 @@ func All(ls ...Limiter) Limiter {
 }
 
 // resolve flattens nested Alls and Routes for key into built-in parts
-// (sorted by lock order, without repeats) and foreign ones.
-func resolve(ls []Limiter, key string, own []lockable, foreign []Limiter) ([]lockable, []Limiter, error) {
+// and foreign ones.
+func resolve(ls []Limiter, key string, own []keyLocker, foreign []Limiter) ([]keyLocker, []Limiter, error) {
 	for _, l := range ls {
 		switch l := l.(type) {
 		case *all:
@@ -74,8 +103,8 @@ func resolve(ls []Limiter, key string, own []lockable, foreign []Limiter) ([]loc
 			if own, foreign, err = resolve([]Limiter{picked}, key, own, foreign); err != nil {
 				return nil, nil, err
 			}
-		case lockable:
-			own = append(own, l)
+		case builtin:
+			own = append(own, l.engine())
 		default:
 			foreign = append(foreign, l)
 		}
@@ -83,7 +112,9 @@ func resolve(ls []Limiter, key string, own []lockable, foreign []Limiter) ([]loc
 	return own, foreign, nil
 }
 
-func (a *all) parts(key string) ([]lockable, []Limiter, error) {
+// parts returns the built-in parts for key, sorted by lock order without
+// repeats, and the foreign ones.
+func (a *all) parts(key string) ([]keyLocker, []Limiter, error) {
 	own, foreign, err := resolve(a.ls, key, nil, nil)
 	if err != nil {
 		return nil, nil, err
@@ -91,8 +122,8 @@ func (a *all) parts(key string) ([]lockable, []Limiter, error) {
 	if len(own) == 0 && len(foreign) == 0 {
 		return nil, nil, errEmptyAll
 	}
-	slices.SortFunc(own, func(x, y lockable) int { return compare(x.order(), y.order()) })
-	own = slices.CompactFunc(own, func(x, y lockable) bool { return x.order() == y.order() })
+	slices.SortFunc(own, func(x, y keyLocker) int { return compare(x.order(), y.order()) })
+	own = slices.CompactFunc(own, func(x, y keyLocker) bool { return x.order() == y.order() })
 	return own, foreign, nil
 }
 
@@ -108,6 +139,11 @@ func compare(x, y uint64) int {
 
 // Reserve implements [Limiter].
 func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return a.ReserveAfter(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer].
+func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
@@ -120,54 +156,98 @@ func (a *all) Reserve(ctx context.Context, key string, n int, maxWait time.Durat
 			return nil, capacityError(n, p.capacity())
 		}
 	}
-	r := &Reservation{OK: true, Remaining: -1, key: key}
-	ext, err := reserveForeign(ctx, foreign, key, n, maxWait, r)
-	if err != nil || !r.OK {
-		return r, err
-	}
-	if len(own) == 0 {
-		r.local.more = &more{ext: ext}
+	delay := min(max(after, 0), maxSpan)
+	booked := make([]*Reservation, len(foreign))
+	for range maxRounds {
+		var no *Reservation
+		delay, no, err = bookForeign(ctx, foreign, booked, key, n, delay, maxWait)
+		if err != nil || no != nil {
+			cancelAll(ctx, booked)
+			return no, err
+		}
+		r, agreed, err := bookTogether(own, len(foreign) > 0, key, n, delay, maxWait)
+		if err != nil || !r.OK {
+			cancelAll(ctx, booked)
+			return r, err
+		}
+		if !agreed {
+			delay = r.Delay // the built-in parts can only go later: book the others again
+			continue
+		}
+		b := r.booking.(*allBooking)
+		b.foreign = slices.DeleteFunc(booked, func(r *Reservation) bool { return r == nil })
+		for _, fr := range b.foreign {
+			r.Remaining = minRemaining(r.Remaining, fr.Remaining)
+		}
+		r.Remaining = max(r.Remaining, 0)
 		return r, nil
 	}
-	if err := bookTogether(ctx, own, key, n, maxWait, r); err != nil || !r.OK {
-		cancelAll(ctx, ext)
-		return r, err
-	}
-	if len(ext) > 0 {
-		if r.local.more == nil {
-			r.local.more = &more{}
-		}
-		r.local.ext = ext
-	}
-	return r, nil
+	cancelAll(ctx, booked)
+	return nil, fmt.Errorf("throttle: All found no common slot for key %q in %d rounds", key, maxRounds)
 }
 
-// reserveForeign books limiters outside this package one by one, the
-// best that can be done for them. It leaves r refused, having cancelled
-// what it took, when one of them refuses.
-func reserveForeign(ctx context.Context, ls []Limiter, key string, n int, maxWait time.Duration, r *Reservation) ([]*Reservation, error) {
-	var got []*Reservation
-	for _, l := range ls {
-		fr, err := l.Reserve(ctx, key, n, maxWait)
-		if err == nil && !fr.OK {
-			*r = Reservation{Delay: fr.Delay, Remaining: fr.Remaining, key: key}
+// bookForeign books every foreign part (those in booked[i] already
+// booked at delay are kept) at delay or later, raising delay until every
+// part agrees. It returns the final delay, or a refusal after which the
+// caller cancels what booked holds.
+func bookForeign(ctx context.Context, ls []Limiter, booked []*Reservation, key string, n int, delay, maxWait time.Duration) (time.Duration, *Reservation, error) {
+	for round, settled := 0, false; !settled; round++ {
+		if round == maxRounds {
+			return 0, nil, fmt.Errorf("throttle: All's parts found no common slot for key %q in %d rounds", key, maxRounds)
 		}
-		if err != nil || !fr.OK {
-			cancelAll(ctx, got)
-			return nil, err
+		settled = true
+		for i, l := range ls {
+			if r := booked[i]; r != nil {
+				if _, fixed := l.(Deferrer); r.Delay >= delay || !fixed {
+					continue // booked at the common delay, or as early as it can go
+				}
+				if err := cancel(ctx, r); err != nil {
+					return 0, nil, err
+				}
+				booked[i] = nil
+			}
+			var r *Reservation
+			var err error
+			if d, ok := l.(Deferrer); ok {
+				r, err = d.ReserveAfter(ctx, key, n, delay, maxWait)
+			} else {
+				r, err = l.Reserve(ctx, key, n, maxWait)
+			}
+			if err != nil {
+				return 0, nil, err
+			}
+			if !r.OK {
+				return 0, &Reservation{Delay: r.Delay, Remaining: r.Remaining, key: key}, nil
+			}
+			booked[i] = r
+			if r.Delay > delay {
+				delay, settled = min(r.Delay, maxSpan), false
+			}
 		}
-		got = append(got, fr)
-		r.Delay = max(r.Delay, fr.Delay)
-		r.Remaining = minRemaining(r.Remaining, fr.Remaining)
 	}
-	return got, nil
+	return delay, nil, nil
+}
+
+func cancel(ctx context.Context, r *Reservation) error {
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
+	defer stop()
+	return r.Cancel(ctx)
+}
+
+func cancelAll(ctx context.Context, rs []*Reservation) {
+	for _, r := range rs {
+		if r != nil {
+			_ = cancel(ctx, r)
+		}
+	}
 }
 
 // bookTogether locks every built-in part and books them all at one
-// common slot, at least r.Delay from now, or refuses r leaving them all
-// untouched.
-func bookTogether(ctx context.Context, own []lockable, key string, n int, maxWait time.Duration, r *Reservation) error {
-	held := make([]locked, 0, len(own))
+// common slot, at least delay from now, or refuses leaving them all
+// untouched. agreed is false, and nothing is booked, when the common slot
+// lies later than delay and there are others parts to move to it.
+func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWait time.Duration) (r *Reservation, agreed bool, err error) {
+	held := make([]lockedKey, 0, len(own))
 	defer func() {
 		for _, l := range held {
 			l.unlock()
@@ -176,48 +256,38 @@ func bookTogether(ctx context.Context, own []lockable, key string, n int, maxWai
 	for _, p := range own {
 		l, err := p.lockKey(key)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		held = append(held, l)
 	}
 	// Every part is monotone (a slot that fits keeps fitting later), so
-	// raising the common delay to each part's earliest converges at once;
-	// the loop only settles the parts a later raise affected.
-	delay, notBefore := int64(r.Delay), int64(0)
+	// raising the common delay to each part's earliest converges.
+	common := int64(delay)
 	for changed := true; changed; {
 		changed = false
 		for _, l := range held {
-			now := l.now()
-			slot, nb := l.earliest(now+delay, n)
-			notBefore = max(notBefore, nb-now)
-			if slot-now > delay {
-				delay, changed = slot-now, true
+			if slot := l.earliest(l.now()+common, n); slot-l.now() > common {
+				common, changed = slot-l.now(), true
 			}
 		}
 	}
-	if wait := refusal(0, delay, notBefore, maxWait); wait > 0 {
-		left := r.Remaining
+	if wait := pastMaxWait(common, maxWait); wait > 0 {
+		left := -1
 		for _, l := range held {
 			left = minRemaining(left, l.left())
 		}
-		*r = Reservation{Delay: time.Duration(wait), Remaining: max(left, 0), key: key}
-		return nil
+		return &Reservation{Delay: time.Duration(wait), Remaining: max(left, 0), key: key}, false, nil
 	}
-	r.Delay = time.Duration(delay)
-	if len(held) > 1 {
-		if r.local.more == nil {
-			r.local.more = &more{}
-		}
-		r.local.parts = make([]part, len(held)-1)
+	r = &Reservation{OK: true, Delay: time.Duration(common), Remaining: -1, key: key}
+	if common > int64(delay) && others {
+		return r, false, nil // the other parts must move to common first
 	}
+	b := &allBooking{claims: make([]claim, len(held))}
 	for i, l := range held {
-		p := &r.local.one
-		if i > 0 {
-			p = &r.local.parts[i-1]
-		}
-		r.Remaining = minRemaining(r.Remaining, l.book(l.now()+delay, n, p))
+		r.Remaining = minRemaining(r.Remaining, l.book(l.now()+common, n, &b.claims[i]))
 	}
-	return nil
+	r.booking = b
+	return r, true, nil
 }
 
 func minRemaining(a, b int) int {
@@ -225,14 +295,6 @@ func minRemaining(a, b int) int {
 		return b
 	}
 	return min(a, b)
-}
-
-func cancelAll(ctx context.Context, rs []*Reservation) {
-	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), CancelTimeout)
-	defer stop()
-	for _, r := range rs {
-		_ = r.Cancel(ctx)
-	}
 }
 
 // AllowN implements [Allower].
@@ -245,21 +307,83 @@ func (a *all) AllowN(ctx context.Context, key string, n int) (bool, error) {
 }
 
 // Pause implements [Pauser]: it pauses every part that can be paused.
+// A fixed window may then move units further than the other parts (into
+// its next window): the buckets among the parts of this package learn
+// where they are due, and space what follows from them.
 func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
-	own, foreign, err := a.parts(key)
-	if err != nil {
+	var errs []error
+	a.each(key, func(l Limiter) {
+		if p, ok := l.(Pauser); ok {
+			errs = append(errs, p.Pause(ctx, key, d))
+		}
+	}, &errs)
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var errs []error
+	own, _, err := a.parts(key)
+	if err != nil || len(own) < 2 {
+		return err
+	}
+	held := make([]lockedKey, 0, len(own))
+	defer func() {
+		for _, l := range held {
+			l.unlock()
+		}
+	}()
 	for _, p := range own {
-		if p, ok := p.(Pauser); ok {
-			errs = append(errs, p.Pause(ctx, key, d))
+		l, err := p.lockKey(key)
+		if err != nil {
+			return err
+		}
+		held = append(held, l)
+	}
+	for _, from := range held {
+		if units := from.pushed(); len(units) > 0 {
+			for _, to := range held {
+				to.raise(units)
+			}
 		}
 	}
-	for _, p := range foreign {
-		if p, ok := p.(Pauser); ok {
-			errs = append(errs, p.Pause(ctx, key, d))
+	return nil
+}
+
+// Inspect implements [Inspector]: the tightest of the parts that can be
+// inspected. Parts that cannot are left out.
+func (a *all) Inspect(ctx context.Context, key string) (KeyState, error) {
+	st := KeyState{Key: key, Remaining: -1}
+	var errs []error
+	a.each(key, func(l Limiter) {
+		in, ok := l.(Inspector)
+		if !ok {
+			return
+		}
+		s, err := in.Inspect(ctx, key)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		st.Remaining = minRemaining(st.Remaining, s.Remaining)
+		st.Next, st.Ahead, st.Paused = max(st.Next, s.Next), max(st.Ahead, s.Ahead), max(st.Paused, s.Paused)
+	}, &errs)
+	st.Remaining = max(st.Remaining, 0)
+	return st, errors.Join(errs...)
+}
+
+// each calls f on every leaf limiter of a for key, Routes resolved.
+func (a *all) each(key string, f func(Limiter), errs *[]error) {
+	for _, l := range a.ls {
+		switch l := l.(type) {
+		case *all:
+			l.each(key, f, errs)
+		case *router:
+			picked, err := l.route(key)
+			if err != nil {
+				*errs = append(*errs, err)
+				continue
+			}
+			(&all{ls: []Limiter{picked}}).each(key, f, errs)
+		default:
+			f(l)
 		}
 	}
-	return errors.Join(errs...)
 }

@@ -242,3 +242,98 @@ func TestAllWithForeignLimiter(t *testing.T) {
 		assert.Equal(t, []int{1}, foreign.cancels())
 	})
 }
+
+// foreignBucket is a TokenBucket seen as a limiter from outside this
+// package: All cannot lock it, and it has no ReserveAfter.
+type foreignBucket struct{ tb *throttle.TokenBucket }
+
+func (f foreignBucket) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	return f.tb.Reserve(ctx, key, n, maxWait)
+}
+
+// deferringBucket is a foreignBucket with ReserveAfter, as redislimit's
+// limiters have.
+type deferringBucket struct{ foreignBucket }
+
+func (f deferringBucket) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*throttle.Reservation, error) {
+	return f.tb.ReserveAfter(ctx, key, n, after, maxWait)
+}
+
+// TestAllKeepsForeignSpacing is issue 11's ninth defect: a foreign bucket
+// of 2/s, burst 1, under All with a full fixed window. With ReserveAfter
+// the bucket is booked at the common slot, so the units go 500ms apart;
+// without it, it is booked as early as it can be, and the units the
+// window holds back go together (the documented best effort).
+func TestAllKeepsForeignSpacing(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveWrap   func(*throttle.TokenBucket) throttle.Limiter
+		wantDelays []time.Duration
+	}{
+		{
+			name:       "with ReserveAfter",
+			giveWrap:   func(tb *throttle.TokenBucket) throttle.Limiter { return deferringBucket{foreignBucket{tb}} },
+			wantDelays: []time.Duration{time.Second, 1500 * time.Millisecond, 2 * time.Second},
+		},
+		{
+			name:       "best effort without it",
+			giveWrap:   func(tb *throttle.TokenBucket) throttle.Limiter { return foreignBucket{tb} },
+			wantDelays: []time.Duration{time.Second, time.Second, 2 * time.Second},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			fw := newFixedWindow(t, 2, time.Second, throttle.WithClock(clk.Now))
+			reserve(t, fw, 2, 0) // this second is full
+			tb := newTokenBucket(t, throttle.PerSecond(2), 1, throttle.WithClock(clk.Now))
+			l := throttle.All(tt.giveWrap(tb), fw)
+			var delays []time.Duration
+			for range 3 {
+				delays = append(delays, reserve(t, l, 1, -1).Delay)
+			}
+			assert.Equal(t, tt.wantDelays, delays)
+		})
+	}
+}
+
+func TestAllReserveAfterAndInspect(t *testing.T) {
+	clk := newManualClock()
+	tb := newTokenBucket(t, throttle.PerSecond(10), 2, throttle.WithClock(clk.Now))
+	fw := newFixedWindow(t, 5, time.Minute, throttle.WithClock(clk.Now))
+	l := throttle.All(tb, fw)
+	ctx := context.Background()
+
+	r, err := l.(throttle.Deferrer).ReserveAfter(ctx, "k", 1, 3*time.Second, -1)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	assert.Equal(t, 3*time.Second, r.Delay)
+
+	st, err := l.(throttle.Inspector).Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, throttle.KeyState{Key: "k", Remaining: 0, Next: 3 * time.Second, Ahead: 31, Paused: 0}, st,
+		"the bucket's tat lies 3.1s ahead, and it allows a burst of 2")
+
+	require.NoError(t, l.(throttle.Pauser).Pause(ctx, "k", 5*time.Second))
+	st, err = l.(throttle.Inspector).Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, st.Paused)
+	assert.Equal(t, 8*time.Second, st.Next, "the booked units moved by the pause")
+
+	st, err = tb.Inspect(ctx, "fresh")
+	require.NoError(t, err)
+	assert.Equal(t, throttle.KeyState{Key: "fresh", Remaining: 2}, st, "a key never seen is fresh")
+}
+
+// creepingLimiter is a foreign limiter that always books a little later
+// than asked, so that no common slot is ever agreed.
+type creepingLimiter struct{ fakeLimiter }
+
+func (c *creepingLimiter) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*throttle.Reservation, error) {
+	return throttle.NewReservation(&fakeBooking{at: time.Now().Add(after + time.Millisecond)}, after+time.Millisecond, 0), nil
+}
+
+func TestAllGivesUpOnNoCommonSlot(t *testing.T) {
+	_, err := throttle.All(&creepingLimiter{}, &creepingLimiter{}).Reserve(context.Background(), "k", 1, -1)
+	assert.ErrorContains(t, err, `throttle: All's parts found no common slot for key "k" in 32 rounds`)
+}

@@ -3,12 +3,15 @@
 // Every limiter here hands out reservations: each caller is given its own
 // slot in time, now or later, sleeps once until it, and never polls or
 // competes for a token on waking. Slots never decrease, and cancelling a
-// reservation never lets a later caller exceed the limit.
+// reservation never lets a later caller exceed the limit. No limiter
+// refuses a caller whose slot lies within its maxWait, except with
+// [ErrExceedsCapacity] for a cost that can never fit.
 //
 // Which limiter to reach for:
 //
 //   - [NewTokenBucket]: "N per second with a burst of B". The default.
-//   - [NewLeakyBucket]: evenly spaced, no burst, with a bounded line.
+//   - [NewLeakyBucket]: an upstream that is itself a leaky bucket (nginx
+//     limit_req rate=R burst=B): evenly spaced after a burst of B.
 //   - [NewSlidingWindow]: "at most N in any window", exactly.
 //   - [NewSlidingWindowCounter]: the same, approximately, in O(1) memory.
 //   - [NewFixedWindow]: quotas that reset at a fixed time, such as a
@@ -17,16 +20,47 @@
 // [All] combines limits that must all hold (20/s and 10 000/day), and
 // [Route] picks a limit per key (plan tiers). [Wait] and [Allow] are the
 // blocking and non-blocking ways to take units; [Limiter.Reserve] is the
-// primitive both are built on.
-//
-// Reserve on a limiter of this package, called on its own type (say a
-// *TokenBucket), is small enough to inline, so a Reservation that does
-// not outlive its caller stays on the caller's stack and costs no
-// allocation, as with x/time/rate. Through the Limiter interface it costs
-// one. [Allow] allocates nothing either way.
+// primitive both are built on. Reserve costs one allocation (the
+// Reservation); [Allow] costs none.
 //
 // When the limit is an upstream's published limit, add
 // WithTolerance(DefaultTolerance), so that jitter on the way does not
 // push requests over it. To share a budget between processes, use the
 // same algorithms from package redislimit.
+//
+// # How a request travels
+//
+// Each limiter type (say [TokenBucket]) wraps one engine, which holds the
+// state of every key in a map behind a lock, and one algorithm, the
+// per-key arithmetic (gcra.go, fixedwindow.go, slidingwindow.go,
+// slidingwindowcounter.go):
+//
+//	TokenBucket.Reserve(ctx, key, n, maxWait)
+//	  engine.reserve:   find key's state and lock it (engine.lock; a new key may need a sweep, see WithMaxKeys)
+//	  algorithm.earliest: the first slot with room for n, no earlier than now or the pause's end
+//	  refused if that slot lies past maxWait: Delay says when the same call would fit
+//	  keyState.book:    algorithm.book counts the units; a claim records slot, n and the key's pause shift
+//	  Reservation:      holds the claim as its Booking
+//	Reservation.Wait:   sleeps until claim.Until() is 0, asking again each time it wakes
+//	Reservation.Cancel: claim.Cancel gives back what is safe (algorithm.give)
+//
+// [All] locks the key's state in each built-in part, in a fixed order,
+// and books them all at one slot; limiters from other packages are booked
+// around that (see All). Limiters outside this package build their
+// Reservations with [NewReservation] over their own [Booking].
+//
+// # How a pause travels
+//
+// Pause(key, d) starts a pause on the key (pause.go): until, the pause's
+// end, moves to now+d unless it is already later (pauses never
+// compound), and shifted, the total the key's schedule has moved, grows
+// by by, how much later the end now lies. The algorithm's shift moves
+// every unit still ahead of now later by by, so new bookings go after
+// them and no earlier than until. A caller already asleep follows: when
+// it wakes, its claim works out where its units lie now from the shift
+// since it booked (units already due when the pause began stay put), and
+// it sleeps again if need be. The fixed window alone also moves units
+// further, into a later window, when a pause would carry too many across
+// a reset (see [FixedWindow]). redislimit keeps the same fields under the
+// same names in its scripts.
 package throttle

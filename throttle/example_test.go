@@ -46,25 +46,29 @@ func ExampleNewLeakyBucket() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 
-	// 10 per second, evenly spaced, with at most 2 callers waiting.
+	// Mirrors an nginx upstream with `limit_req rate=10r/s burst=2`:
+	// 1+2 at once, then one every 100ms. Nobody is refused within the
+	// max wait (here 250ms): the line is the max wait's business.
 	lb, err := throttle.NewLeakyBucket(throttle.PerSecond(10), 2, throttle.WithClock(clock))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	for range 4 {
-		r, _ := lb.Reserve(context.Background(), "api.example.com", 1, -1)
+	for range 6 {
+		r, _ := lb.Reserve(context.Background(), "api.example.com", 1, 250*time.Millisecond)
 		if !r.OK {
-			fmt.Println("line full, retry after", r.Delay)
+			fmt.Println("refused, retry after", r.Delay)
 			continue
 		}
 		fmt.Println("go in", r.Delay)
 	}
 	// Output:
 	// go in 0s
+	// go in 0s
+	// go in 0s
 	// go in 100ms
 	// go in 200ms
-	// line full, retry after 100ms
+	// refused, retry after 50ms
 }
 
 func ExampleAll() {
@@ -225,4 +229,28 @@ func ExampleTokenBucket_Pause() {
 	// Output:
 	// go in 30s
 	// then in 31s
+}
+
+func ExampleTokenBucket_Inspect() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 5, throttle.WithClock(clock))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	for range 7 {
+		_, _ = tb.Reserve(ctx, "api.example.com", 1, -1)
+	}
+	// The upstream answered 429 with Retry-After: 1.
+	_ = tb.Pause(ctx, "api.example.com", time.Second)
+
+	// 7 booked in a burst of 5 leave none now; with the pause, the
+	// bucket is booked 1.7s ahead (17 units' worth), and one more unit
+	// fits 1.3s from now.
+	st, _ := tb.Inspect(ctx, "api.example.com")
+	fmt.Printf("remaining %d, next in %v, %d ahead, paused for %v\n", st.Remaining, st.Next, st.Ahead, st.Paused)
+	// Output:
+	// remaining 0, next in 1.3s, 17 ahead, paused for 1s
 }

@@ -1,8 +1,10 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -18,22 +20,25 @@ import (
 // an instant. When the upstream counts in sliding windows, use
 // [SlidingWindow] instead.
 //
-// When the current window is full, a caller is given a slot at the start
-// of the next window with room, never a retry: every window between now
+// When the current window is full, a caller is given a slot in the next
+// window with room, at its reset, never a retry: every window between now
 // and the one being booked is full.
 //
-// [Pauser.Pause] moves the units booked ahead later by the pause while
-// the windows stay put, so units may cross a reset. The limiter counts
-// them in the window they land in, and keeps units booked in different
-// windows at least a window apart so that no window can receive the
-// units of two: when the window before is still being filled, a window's
-// first booking goes no earlier after its reset than that window's
-// latest unit went after its own. Every aligned window holds at most
-// limit units, pauses included.
+// [FixedWindow.Pause] moves the units booked ahead later by the pause
+// while the windows stay put, so units may cross a reset. The limiter
+// counts them in the window they land in: when that window would then
+// hold more than limit, its latest-booked units move on to the next
+// window's reset, and every unit booked after them at least as far, so
+// that order and spacing are kept. Every aligned window holds at most
+// limit units, pauses included. When the pause comes through [All], a
+// bucket part learns where the moved units are due and spaces what
+// follows from them; a sliding window part cannot, nor can any part when
+// the window alone is paused, and such a part may see more units next to
+// the moved ones than it allows.
 //
 // A FixedWindow is safe for concurrent use.
 type FixedWindow struct {
-	*keyed[fixedState, *fixedWindow]
+	e      *engine[fixedState, *fixedWindow]
 	limit  int
 	window time.Duration
 }
@@ -44,12 +49,13 @@ type FixedWindow struct {
 //
 // With [WithTolerance](d), a unit booked in the last d of a window also
 // counts against the next one: a request sent just before the reset may
-// reach the upstream just after it, so the upstream's window holds at
-// most limit whichever side the request lands on. d must be shorter than
-// window. Without a tolerance each window is literal.
+// reach the upstream just after it. Units are still booked in that last
+// d (a caller there gets Delay 0 while the window has room); they only
+// leave less room in the window after. d must be shorter than window.
+// Without a tolerance each window is literal.
 func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
-	c, err := newConfig(opts)
-	if err != nil {
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if err := checkWindow(limit, window, 0); err != nil {
@@ -59,9 +65,9 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 		return nil, fmt.Errorf("throttle: WithTolerance must be shorter than the window (%v), got %v", window, c.tolerance)
 	}
 	alg := &fixedWindow{limit: int64(limit), tol: int64(c.tolerance), g: grid{w: int64(window)}}
-	k := newKeyed(alg, limit, c)
+	k := newEngine(alg, limit, c)
 	k.alg.g.phase = floorMod(k.tl.unixNano(0)-int64(c.offset), int64(window))
-	return &FixedWindow{keyed: k, limit: limit, window: window}, nil
+	return &FixedWindow{e: k, limit: limit, window: window}, nil
 }
 
 // Limit returns how many units each window allows.
@@ -69,12 +75,6 @@ func (w *FixedWindow) Limit() int { return w.limit }
 
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return w.window }
-
-// Reserve implements [Limiter]. A caller that keeps the Reservation to
-// itself allocates nothing.
-func (w *FixedWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	return w.reserve(ctx, key, n, maxWait, new(Reservation))
-}
 
 // checkWindow validates the arguments shared by the windowed limiters,
 // whose window is lengthened by tol.
@@ -109,21 +109,6 @@ func (g grid) index(t int64) int64 { return floorDiv(t+g.phase, g.w) }
 // start returns where window i begins.
 func (g grid) start(i int64) int64 { return i*g.w - g.phase }
 
-// near returns index(t) for a t that usually lies in window i or the
-// one after it, as a key's next booking does next to its cursor, and then
-// spares the division.
-func (g grid) near(t, i int64) int64 {
-	if d := t - g.start(i); d >= 0 {
-		if d < g.w {
-			return i
-		}
-		if d-g.w < g.w {
-			return i + 1
-		}
-	}
-	return g.index(t)
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -135,19 +120,22 @@ func floorDiv(a, b int64) int64 {
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 
 // fixedWindow is the arithmetic of FixedWindow. A key's bookings never
-// move back, so it keeps only the window of its latest booking (the
-// cursor): every window after the current one and before the cursor is
-// full, and windows before the current one no longer matter.
+// move back, so it keeps the window of its latest booking (the cursor)
+// and its count: every window after the current one and before the
+// cursor is closed to new bookings, and windows before the current one
+// no longer matter. A window with room takes its first unit at its
+// reset, whatever is still ahead in the window before it.
 //
-// Pauses move booked units by any amount, not by whole windows, so the
-// units of two windows could come to share one. To rule that out, units
-// still ahead in different windows are kept at least a window apart: a
-// booking in the window after the latest one goes no earlier in its
-// window than the latest one, if that is still ahead, went in its own.
-// Usually units ahead sit at a window's start and this changes nothing;
-// when another limit (under All) or a pause spreads them out, the next
-// window's units start that much after its reset, and each window still
-// gets its limit.
+// A pause is where windows can mix: it moves every unit ahead later by
+// by, and the units ahead of one window can land, across a reset, in the
+// window that holds the next one's. So the key also keeps the bookings
+// still ahead (ahead, oldest first; nil while there are none), and a
+// pause lays them out again, in booking order, each at the later of its
+// slot moved by by and the start of the first window with room for it.
+// Once one is pushed into a later window, every unit booked after it
+// moves by at least as much, so spacing that another limit (under All)
+// put between them is kept. See fixedwindow-rule.md in the notes, which
+// redislimit's script follows.
 type fixedWindow struct {
 	limit int64
 	tol   int64 // a unit in the last tol of a window counts in the next one too
@@ -159,6 +147,15 @@ type fixedState struct {
 	cnt   int64 // units counted in window idx
 	spill int64 // units of cnt booked in idx's last tol, which count in idx+1 too
 	floor int64 // the latest slot booked; no slot goes below it
+	ahead []aheadEntry
+}
+
+// aheadEntry records a booking whose slot was in the future when it was
+// made. slot is where it is due now, pauses included.
+type aheadEntry struct {
+	slot int64
+	n    int64
+	seq  uint64
 }
 
 // count returns the units counted in window j, which is not before the
@@ -178,42 +175,87 @@ func (f *fixedWindow) inTail(t int64) bool {
 	return f.tol > 0 && f.g.index(t+f.tol) != f.g.index(t)
 }
 
-func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) (slot, notBefore int64) {
+func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
-	for j := max(f.g.near(t, s.idx), s.idx); ; j++ {
+	for j := max(f.g.index(t), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
-			return t, 0
+			return max(t, f.g.start(j))
 		}
-		// Go to the next window, a window after the latest unit ahead.
 		t = f.g.start(j + 1)
-		if s.floor > now && f.g.index(s.floor) == j {
-			t += s.floor - f.g.start(j)
-		}
 	}
 }
 
-func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, _ bool) (aux int64, remaining int) {
-	switch j := f.g.near(slot, s.idx); {
-	case j == s.idx:
-		s.cnt += int64(n)
-	case j == s.idx+1:
-		s.idx, s.cnt, s.spill = j, s.spill+int64(n), 0
-	default:
-		s.idx, s.cnt, s.spill = j, int64(n), 0
-	}
-	if f.inTail(slot) {
-		s.spill += int64(n)
-	}
+func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ bool) (undo int64, remaining int) {
+	f.count1(s, slot, int64(n))
 	s.floor = slot
+	f.dropDue(s, now)
+	if slot > now {
+		s.ahead = append(s.ahead, aheadEntry{slot: slot, n: int64(n), seq: seq})
+	}
 	return 0, int(max(f.limit-s.cnt, 0))
 }
 
+// count1 counts n units at t, which is not before the cursor's window,
+// and moves the cursor there.
+func (f *fixedWindow) count1(s *fixedState, t, n int64) {
+	switch j := f.g.index(t); {
+	case j == s.idx:
+		s.cnt += n
+	case j == s.idx+1:
+		s.idx, s.cnt, s.spill = j, s.spill+n, 0
+	default:
+		s.idx, s.cnt, s.spill = j, n, 0
+	}
+	if f.inTail(t) {
+		s.spill += n
+	}
+}
+
+// dropDue forgets the bookings ahead that are due at now: a pause no
+// longer moves them.
+func (f *fixedWindow) dropDue(s *fixedState, now int64) {
+	i := 0
+	for i < len(s.ahead) && s.ahead[i].slot <= now {
+		i++
+	}
+	switch {
+	case i == len(s.ahead):
+		s.ahead = s.ahead[:0]
+		if cap(s.ahead) > keptRuns {
+			s.ahead = nil
+		}
+	case i > 0:
+		s.ahead = append(s.ahead[:0], s.ahead[i:]...)
+	}
+}
+
+// find returns the index of the booking ahead made with seq, or -1.
+func (s *fixedState) find(seq uint64) int {
+	i, ok := slices.BinarySearchFunc(s.ahead, seq, func(b aheadEntry, seq uint64) int { return cmp.Compare(b.seq, seq) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// due returns where booking b is due: the layout of the last pause for a
+// booking still ahead, and slot, as the engine computed it, otherwise.
+func (f *fixedWindow) due(s *fixedState, c *claim, slot int64) int64 {
+	if i := s.find(c.seq); i >= 0 {
+		return s.ahead[i].slot
+	}
+	return slot
+}
+
 // give takes the units back only when they are in the cursor's window.
-// Units in an earlier window stay spent: that window is full, and giving
-// them back would let a later caller book a slot before ones already
-// handed out.
-func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest bool) {
-	if f.g.near(b.slot, s.idx) != s.idx {
+// Units in an earlier window stay counted: that window is closed, and
+// counting them keeps the cursor's arithmetic simple. Either way the
+// booking leaves ahead, since its units will never be sent.
+func (f *fixedWindow) give(s *fixedState, now int64, b claim, moved int64, latest bool) {
+	if i := s.find(b.seq); i >= 0 {
+		s.ahead = slices.Delete(s.ahead, i, i+1)
+	}
+	if f.g.index(b.slot) != s.idx {
 		return
 	}
 	n := int64(b.n)
@@ -223,23 +265,71 @@ func (f *fixedWindow) give(s *fixedState, now int64, b mark, moved int64, latest
 	}
 }
 
-// shift moves the units booked at or after now later by d, while windows
-// stay where they are. Units ahead in different windows are a window
-// apart, so each window still receives the units of at most one: the
-// cursor moves to the window the latest unit lands in and keeps its
-// count, and the windows it skips count as full. Units booked before now
-// stay where they were.
-func (f *fixedWindow) shift(s *fixedState, now, d int64) {
-	if s.floor < now {
+// shift moves the units ahead of now later by by, and then lays them out
+// again so that no window holds more than limit (see fixedWindow). Units
+// due by now stay where they are.
+func (f *fixedWindow) shift(s *fixedState, now, by int64) {
+	f.dropDue(s, now)
+	if s.floor <= now {
 		return // nothing booked lies ahead
 	}
-	s.floor += d
-	if to := f.g.index(s.floor); to != s.idx {
-		s.idx, s.spill = to, 0
+	s.floor += by
+	if len(s.ahead) == 0 {
+		return // the latest booking was given back: only the floor moves
 	}
-	if f.inTail(s.floor) {
-		s.spill = s.cnt
+	// The window of now may hold units already due; the windows after it
+	// hold only units ahead, but for the part of now's window's units in
+	// its last tol, which count in the next window too. When the cursor
+	// has left now's window its count is gone: take it as full, which
+	// costs nothing, since no unit ahead is moved into it.
+	p := f.g.index(now)
+	var inP, tailP int64
+	for _, b := range s.ahead {
+		if f.g.index(b.slot) != p {
+			break
+		}
+		inP += b.n
+		if f.inTail(b.slot) {
+			tailP += b.n
+		}
 	}
+	dueP, dueSpill := f.limit-inP, int64(0)
+	if f.inTail(now) {
+		dueSpill = dueP
+	}
+	if s.idx == p {
+		dueP, dueSpill = s.cnt-inP, s.spill-tailP
+	}
+	s.idx, s.cnt, s.spill = p, dueP, dueSpill
+	extra := int64(0)
+	for i := range s.ahead {
+		b := &s.ahead[i]
+		t := b.slot + by + extra
+		for j := f.g.index(t); f.count(s, j)+b.n > f.limit; j++ {
+			t = f.g.start(j + 1)
+		}
+		extra = t - (b.slot + by)
+		b.slot = t
+		f.count1(s, t, b.n)
+	}
+	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
+}
+
+func (f *fixedWindow) pushed(s *fixedState, now int64) []aheadEntry {
+	f.dropDue(s, now)
+	return s.ahead
+}
+
+func (f *fixedWindow) raise(s *fixedState, now int64, units []aheadEntry) {}
+
+func (f *fixedWindow) ahead(s *fixedState, now int64) int {
+	n := int64(0)
+	for _, b := range s.ahead {
+		if b.slot > now {
+			n += b.n
+		}
+	}
+	return int(n)
 }
 
 func (f *fixedWindow) fresh(s *fixedState, now int64) bool {
@@ -256,3 +346,34 @@ func (f *fixedWindow) left(s *fixedState, now int64) int {
 	}
 	return int(max(f.limit-f.count(s, j), 0))
 }
+
+// Reserve implements [Limiter]: it books n units of key, now or at the
+// first later slot with room, if that slot lies within maxWait.
+func (w *FixedWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer]: Reserve, with the slot no earlier
+// than after from now.
+func (w *FixedWindow) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, after, maxWait)
+}
+
+// AllowN implements [Allower]: it takes n units of key only if they are
+// available now, and allocates nothing.
+func (w *FixedWindow) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	return w.e.allow(ctx, key, n)
+}
+
+// Pause implements [Pauser]: every slot of key still ahead, and every new
+// booking, moves later, so that nothing is due for d from now.
+func (w *FixedWindow) Pause(ctx context.Context, key string, d time.Duration) error {
+	return w.e.pause(ctx, key, d)
+}
+
+// Inspect implements [Inspector].
+func (w *FixedWindow) Inspect(ctx context.Context, key string) (KeyState, error) {
+	return w.e.inspect(ctx, key)
+}
+
+func (w *FixedWindow) engine() keyLocker { return w.e }

@@ -7,41 +7,30 @@ package throttle
 // the same arithmetic.
 type gcra struct {
 	interval int64 // nanoseconds per unit
-	burst    int64 // TokenBucket: units that may go at once
-	queue    int64 // LeakyBucket: units whose slot may lie in the future, plus one; 0 for a TokenBucket
+	burst    int64 // units that may go at once
 }
 
 type gcraState struct {
-	tat int64
+	tat   int64
+	floor int64 // set by raise: give never takes tat below it
 }
 
-func (g *gcra) earliest(s *gcraState, now, from int64, n int) (slot, notBefore int64) {
-	cost := int64(n) * g.interval
-	if g.queue == 0 {
-		return max(now, from, s.tat+cost-g.burst*g.interval), 0
-	}
-	// A leaky bucket has no burst: the next free slot is tat. It holds at
-	// most queue units ahead of now, so the line must drain enough before
-	// this booking can join it.
-	slot = max(now, from, s.tat)
-	return slot, slot + cost - g.queue*g.interval
+func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
+	return max(now, from, s.tat+int64(n)*g.interval-g.burst*g.interval)
 }
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g *gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (g *gcra) book(s *gcraState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
 	if !tally {
 		return before, 0
 	}
-	ahead := g.burst
-	from := slot
-	if g.queue > 0 {
-		ahead, from = g.queue, now
-	}
-	return before, int(max(ahead*g.interval-(s.tat-from), 0) / g.interval)
+	return before, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
 }
+
+func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
 
 // give returns all of a latest booking: tat goes back to what it was
 // before it, moved by the pauses since, which also undoes any idle
@@ -52,14 +41,33 @@ func (g *gcra) book(s *gcraState, now, slot int64, n int, tally bool) (aux int64
 // how much of it they rely on: x/time/rate's rule (give back what the
 // span booked after it does not cover) over-admits once a later slot was
 // pushed past tat, or when two earlier bookings are cancelled in turn.
-func (g *gcra) give(s *gcraState, now int64, b mark, moved int64, latest bool) {
+func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) {
 	if latest {
-		s.tat = min(s.tat, b.aux+moved)
+		s.tat = max(min(s.tat, c.undo+moved), s.floor)
 	}
 }
 
-func (g *gcra) shift(s *gcraState, now, d int64) {
-	s.tat = max(s.tat, now) + d
+func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }
+
+// raise books the units again where they are due: tat as if they had
+// been booked there, in order. Booking units at slots d1, d2, ... leaves
+// tat at the largest of di + the cost of units i and after. A later
+// Cancel does not undo it (floor): the bucket then spaces new units from
+// a unit that will not be sent, which only delays them.
+func (g *gcra) raise(s *gcraState, now int64, units []aheadEntry) {
+	cost := int64(0)
+	for i := len(units) - 1; i >= 0; i-- {
+		cost += units[i].n * g.interval
+		s.floor = max(s.floor, units[i].slot+cost)
+	}
+	s.tat = max(s.tat, s.floor)
+}
+
+func (g *gcra) shift(s *gcraState, now, by int64) {
+	s.tat = max(s.tat, now) + by
+	if s.floor > now {
+		s.floor += by
+	}
 }
 
 func (g *gcra) fresh(s *gcraState, now int64) bool {
@@ -67,9 +75,10 @@ func (g *gcra) fresh(s *gcraState, now int64) bool {
 }
 
 func (g *gcra) left(s *gcraState, now int64) int {
-	ahead := g.burst
-	if g.queue > 0 {
-		ahead = g.queue
-	}
-	return int(max(ahead*g.interval-max(s.tat-now, 0), 0) / g.interval)
+	return int(max(g.burst*g.interval-max(s.tat-now, 0), 0) / g.interval)
+}
+
+// ahead reports the span booked past now in whole units, rounded up.
+func (g *gcra) ahead(s *gcraState, now int64) int {
+	return int((max(s.tat-now, 0) + g.interval - 1) / g.interval)
 }

@@ -37,7 +37,7 @@ func conforms(slots map[int64]int, interval, burst int64) error {
 // modelBooking is one booking of the model test, with its slot as the
 // schedule now has it.
 type modelBooking struct {
-	p    part
+	c    claim
 	slot int64
 	n    int
 	live bool
@@ -57,21 +57,21 @@ func TestCancelModel(t *testing.T) {
 		name      string
 		giveBurst int64
 		giveMaxN  int
-		newL      func(now func() time.Time) (*keyed[gcraState, *gcra], error)
+		newL      func(now func() time.Time) (*engine[gcraState, *gcra], error)
 	}{
-		{name: "TokenBucket", giveBurst: burst, giveMaxN: burst, newL: func(now func() time.Time) (*keyed[gcraState, *gcra], error) {
+		{name: "TokenBucket", giveBurst: burst, giveMaxN: burst, newL: func(now func() time.Time) (*engine[gcraState, *gcra], error) {
 			tb, err := NewTokenBucket(Rate{N: 1, Per: interval}, burst, WithClock(now))
 			if err != nil {
 				return nil, err
 			}
-			return tb.keyed, nil
+			return tb.e, nil
 		}},
-		{name: "LeakyBucket", giveBurst: 1, giveMaxN: 1, newL: func(now func() time.Time) (*keyed[gcraState, *gcra], error) {
-			lb, err := NewLeakyBucket(Rate{N: 1, Per: interval}, 1000, WithClock(now))
+		{name: "LeakyBucket", giveBurst: 1, giveMaxN: 1, newL: func(now func() time.Time) (*engine[gcraState, *gcra], error) {
+			lb, err := NewLeakyBucket(Rate{N: 1, Per: interval}, 0, WithClock(now))
 			if err != nil {
 				return nil, err
 			}
-			return lb.keyed, nil
+			return lb.e, nil
 		}},
 	}
 	for _, tt := range tests {
@@ -83,7 +83,7 @@ func TestCancelModel(t *testing.T) {
 	}
 }
 
-func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL func(now func() time.Time) (*keyed[gcraState, *gcra], error)) {
+func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL func(now func() time.Time) (*engine[gcraState, *gcra], error)) {
 	const interval = 10
 	rng := rand.New(rand.NewPCG(seed, 7))
 	start := time.Unix(0, 0)
@@ -107,15 +107,11 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 			}
 			lk, err := l.lockKey("k")
 			require.NoError(t, err)
-			slot, notBefore := lk.earliest(now+push, n)
-			if notBefore > now {
-				lk.unlock()
-				continue
-			}
-			var p part
-			lk.book(slot, n, &p)
+			slot := lk.earliest(now+push, n)
+			var c claim
+			lk.book(slot, n, &c)
 			lk.unlock()
-			books = append(books, &modelBooking{p: p, slot: slot, n: n, live: true})
+			books = append(books, &modelBooking{c: c, slot: slot, n: n, live: true})
 			log = append(log, fmt.Sprintf("at %d book %d at %d", now, n, slot))
 		case op < 9:
 			i := rng.IntN(len(books) + 1)
@@ -123,11 +119,11 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 				continue
 			}
 			books[i].live = false
-			books[i].p.h.give(books[i].p.m)
+			books[i].c.key.give(&books[i].c)
 			log = append(log, fmt.Sprintf("at %d cancel #%d", now, i))
 		case op < 10:
 			d := rng.Int64N(5 * interval)
-			require.NoError(t, l.Pause(ctx, "k", time.Duration(d)))
+			require.NoError(t, l.pause(ctx, "k", time.Duration(d)))
 			if end := now + d; end > until {
 				by := end - max(until, now)
 				until = end
@@ -147,12 +143,12 @@ func checkCancelModel(t *testing.T, seed uint64, burst int64, maxN int, newL fun
 		if b.live {
 			units[b.slot] += b.n
 			if b.slot > clock.Load() {
-				assert.Equal(t, b.slot-clock.Load(), int64(b.p.h.wait(b.p.m)), "a sleeper follows pauses")
+				assert.Equal(t, b.slot-clock.Load(), int64(b.c.Until()), "a sleeper follows pauses")
 			}
 		}
 	}
 	for range 3 * burst {
-		r, err := l.reserve(ctx, "k", 1, -1, new(Reservation))
+		r, err := l.reserve(ctx, "k", 1, 0, -1)
 		require.NoError(t, err)
 		if r.OK {
 			units[clock.Load()+int64(r.Delay)]++

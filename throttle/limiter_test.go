@@ -2,6 +2,8 @@ package throttle_test
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +41,9 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 		{name: "below a nanosecond", giveNew: newTB(throttle.Rate{N: 2, Per: time.Nanosecond}, 1), wantErrs: []string{"2", "1ns", "nanosecond"}},
 		{name: "burst zero", giveNew: newTB(throttle.PerSecond(1), 0), wantErrs: []string{"burst", "0"}},
 		{name: "burst negative", giveNew: newTB(throttle.PerSecond(1), -4), wantErrs: []string{"burst", "-4"}},
-		{name: "capacity zero", giveNew: newLB(throttle.PerSecond(1), 0), wantErrs: []string{"capacity", "0"}},
+		{name: "capacity negative", giveNew: newLB(throttle.PerSecond(1), -1), wantErrs: []string{"capacity", "-1"}},
 		{name: "burst overflows", giveNew: newTB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"burst", "1000000"}},
 		{name: "capacity overflows", giveNew: newLB(throttle.PerDay(1), 1_000_000), wantErrs: []string{"capacity"}},
-		{name: "nil Option", giveNew: newTB(throttle.PerSecond(1), 1, nil), wantErrs: []string{"nil Option"}},
 		{name: "WithMaxKeys zero", giveNew: newLB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(0)), wantErrs: []string{"WithMaxKeys", "0"}},
 		{name: "WithMaxKeys negative", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(-1)), wantErrs: []string{"WithMaxKeys", "-1"}},
 		{name: "negative tolerance", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithTolerance(-time.Millisecond)), wantErrs: []string{"WithTolerance", "-1ms"}},
@@ -55,6 +56,22 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 			for _, want := range tt.wantErrs {
 				assert.Contains(t, err.Error(), want)
 			}
+		})
+	}
+}
+
+func TestNilOptionPanics(t *testing.T) {
+	tests := []struct {
+		name    string
+		giveNew func()
+		want    string
+	}{
+		{name: "nil Option", giveNew: func() { _, _ = throttle.NewTokenBucket(throttle.PerSecond(1), 1, nil) }, want: "throttle: nil Option (argument 0)"},
+		{name: "nil clock", giveNew: func() { throttle.WithClock(nil) }, want: "throttle: WithClock given a nil func"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, tt.want, tt.giveNew)
 		})
 	}
 }
@@ -129,4 +146,89 @@ func TestReservationRejectsNilContext(t *testing.T) {
 	var nilCtx context.Context
 	assert.ErrorContains(t, r.Wait(nilCtx), "nil context")
 	assert.ErrorContains(t, r.Cancel(nilCtx), "nil context")
+}
+
+// TestNoRefusalWithinMaxWait checks every limiter under random load: a
+// refused call, made again at once with its maxWait raised by the
+// refusal's Delay, succeeds. So nothing refuses a caller whose slot lies
+// within its maxWait.
+func TestNoRefusalWithinMaxWait(t *testing.T) {
+	builds := []struct {
+		name  string
+		build func(now func() time.Time) (throttle.Limiter, error)
+	}{
+		{name: "TokenBucket", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewTokenBucket(throttle.PerSecond(10), 3, throttle.WithClock(now))
+		}},
+		{name: "LeakyBucket", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewLeakyBucket(throttle.PerSecond(10), 2, throttle.WithClock(now))
+		}},
+		{name: "SlidingWindow", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewSlidingWindow(5, time.Second, throttle.WithClock(now))
+		}},
+		{name: "SlidingWindowCounter", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewSlidingWindowCounter(5, time.Second, throttle.WithClock(now))
+		}},
+		{name: "FixedWindow", build: func(now func() time.Time) (throttle.Limiter, error) {
+			return throttle.NewFixedWindow(5, time.Second, throttle.WithClock(now), throttle.WithTolerance(100*time.Millisecond))
+		}},
+	}
+	for _, tt := range builds {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			l, err := tt.build(clk.Now)
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(3, 4))
+			ctx := context.Background()
+			refusals := 0
+			for range 2000 {
+				switch rng.IntN(10) {
+				case 0:
+					require.NoError(t, l.(throttle.Pauser).Pause(ctx, "k", time.Duration(rng.Int64N(int64(time.Second)))))
+				case 1, 2:
+					clk.Advance(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
+				default:
+					n := 1 + rng.IntN(2)
+					maxWait := time.Duration(rng.Int64N(int64(2 * time.Second)))
+					r, err := l.Reserve(ctx, "k", n, maxWait)
+					require.NoError(t, err)
+					if r.OK {
+						assert.LessOrEqual(t, r.Delay, maxWait)
+						continue
+					}
+					refusals++
+					require.Positive(t, r.Delay)
+					again, err := l.Reserve(ctx, "k", n, maxWait+r.Delay)
+					require.NoError(t, err)
+					assert.True(t, again.OK, "refused with Delay %v under maxWait %v, then refused again", r.Delay, maxWait)
+				}
+			}
+			assert.Positive(t, refusals, "the test reached the limit")
+		})
+	}
+}
+
+func TestReserveAfterExtremes(t *testing.T) {
+	tests := []struct {
+		name      string
+		giveAfter time.Duration
+		wantDelay time.Duration
+	}{
+		{name: "negative is now", giveAfter: -time.Hour, wantDelay: 0},
+		{name: "ordinary", giveAfter: 3 * time.Second, wantDelay: 3 * time.Second},
+		{name: "huge stays far", giveAfter: math.MaxInt64, wantDelay: math.MaxInt64 / 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			tb := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+			fw := newFixedWindow(t, 5, time.Second, throttle.WithClock(clk.Now))
+			for _, d := range []throttle.Deferrer{tb, throttle.All(fw).(throttle.Deferrer)} {
+				r, err := d.ReserveAfter(context.Background(), "k", 1, tt.giveAfter, -1)
+				require.NoError(t, err)
+				require.True(t, r.OK)
+				assert.Equal(t, tt.wantDelay, r.Delay)
+			}
+		})
+	}
 }

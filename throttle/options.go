@@ -31,28 +31,39 @@ type config struct {
 	tolerance time.Duration
 }
 
-func newConfig(opts []Option) (config, error) {
+// newConfig applies opts. A nil Option is a programmer error and panics,
+// as in every package of this module.
+func newConfig(opts []Option) config {
 	c := config{maxKeys: DefaultMaxKeys}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("throttle: nil Option")
+			panic(fmt.Sprintf("throttle: nil Option (argument %d)", i))
 		}
 		o.apply(&c)
 	}
+	return c
+}
+
+// validate checks the values the options set, which may come from data.
+func (c config) validate() error {
 	switch {
 	case c.maxKeys < 1:
-		return c, fmt.Errorf("throttle: WithMaxKeys must be at least 1, got %d", c.maxKeys)
+		return fmt.Errorf("throttle: WithMaxKeys must be at least 1, got %d", c.maxKeys)
 	case c.tolerance < 0:
-		return c, fmt.Errorf("throttle: WithTolerance must not be negative, got %v", c.tolerance)
+		return fmt.Errorf("throttle: WithTolerance must not be negative, got %v", c.tolerance)
 	}
-	return c, nil
+	return nil
 }
 
 // WithClock makes the limiter read time from now instead of [time.Now].
+// A nil now panics.
 // The clock is read while the key's state is locked, and a reading older
 // than one already seen is treated as that newer one: a clock that jumps
 // backwards never mints units. Tests use it to move time by hand.
 func WithClock(now func() time.Time) Option {
+	if now == nil {
+		panic("throttle: WithClock given a nil func")
+	}
 	return optionFunc(func(c *config) { c.now = now })
 }
 
@@ -80,8 +91,10 @@ func WithWindowOffset(d time.Duration) Option {
 //
 // A token bucket keeps ceil(d×rate) units of its burst in reserve, so its
 // sustained rate is untouched; only when the burst is too small for that
-// does it lengthen the interval by d instead. A leaky bucket lengthens
-// its interval by d. Windowed limiters treat their window as d longer.
+// does it lengthen the interval by d instead. A leaky bucket does the same
+// with its capacity. The sliding windows treat their window as d longer.
+// A fixed window counts a unit booked in the last d of a window against
+// the next window too (it still books there).
 func WithTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.tolerance = d })
 }

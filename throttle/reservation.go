@@ -55,34 +55,9 @@ type Reservation struct {
 	// report 0.
 	Remaining int
 
-	key     string       // for errors; empty for limiters outside this package
-	booking Booking      // set by limiters outside this package
-	local   localBooking // the booking of the built-in limiters
-	done    atomic.Bool  // set once Cancel has run or Wait has returned the units
-}
-
-// The methods below reach the booking without r ever holding a pointer
-// to itself, which would force every Reservation onto the heap: the
-// built-in limiters' Reserve is small enough to inline, so a caller that
-// keeps its Reservation local allocates nothing.
-
-// held reports whether r holds units that Wait and Cancel must deal with.
-func (r *Reservation) held() bool {
-	return r.booking != nil || r.local.one.h != nil || r.local.more != nil
-}
-
-func (r *Reservation) until() time.Duration {
-	if r.booking != nil {
-		return r.booking.Until()
-	}
-	return r.local.Until()
-}
-
-func (r *Reservation) release(ctx context.Context) error {
-	if r.booking != nil {
-		return r.booking.Cancel(ctx)
-	}
-	return r.local.Cancel(ctx)
+	key     string      // for errors; empty for limiters outside this package
+	booking Booking     // nil when refused
+	done    atomic.Bool // set once Cancel has run or Wait has returned the units
 }
 
 // Wait sleeps until the units are the caller's, following any pause of
@@ -94,6 +69,8 @@ func (r *Reservation) Wait(ctx context.Context) error {
 	return r.wait(ctx, r.key)
 }
 
+// wait is Wait, naming key in its errors: package Wait knows the key of
+// a Reservation from a limiter outside this package.
 func (r *Reservation) wait(ctx context.Context, key string) error {
 	if ctx == nil {
 		return errNilContext
@@ -101,7 +78,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 	if !r.OK {
 		return &LimitError{Key: key, RetryAfter: r.Delay}
 	}
-	if !r.held() {
+	if r.booking == nil {
 		return ctx.Err()
 	}
 	var timer *time.Timer
@@ -111,7 +88,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 		}
 	}()
 	for {
-		d := r.until()
+		d := r.booking.Until()
 		if d <= 0 {
 			r.done.Store(true) // the slot is the caller's: nothing to give back
 			return nil
@@ -152,8 +129,70 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if !r.OK || !r.held() || !r.done.CompareAndSwap(false, true) {
+	if !r.OK || r.booking == nil || !r.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	return r.release(ctx)
+	return r.booking.Cancel(ctx)
+}
+
+// holder is a key's state as seen from a claim on it.
+type holder interface {
+	until(c *claim) time.Duration
+	give(c *claim)
+}
+
+// claim is the Booking of the built-in limiters: n units of one key of
+// one limiter, booked at slot.
+type claim struct {
+	key     holder
+	slot    int64  // when the units are the caller's, before any later pause
+	n       int    // units booked
+	undo    int64  // the algorithm's note for give
+	seq     uint64 // the key's booking count when this was made
+	shifted int64  // the key's pauseState.shifted when this was made
+}
+
+// Until implements [Booking].
+func (c *claim) Until() time.Duration { return c.key.until(c) }
+
+// Cancel implements [Booking].
+func (c *claim) Cancel(context.Context) error {
+	c.key.give(c)
+	return nil
+}
+
+// allBooking is the Booking of [All]: claims on the built-in parts, all at
+// one slot, and reservations from the parts outside this package.
+type allBooking struct {
+	claims  []claim
+	foreign []*Reservation
+}
+
+// Until implements [Booking]: the longest wait among the parts.
+func (b *allBooking) Until() time.Duration {
+	var d time.Duration
+	for i := range b.claims {
+		d = max(d, b.claims[i].Until())
+	}
+	for _, r := range b.foreign {
+		if r.booking != nil {
+			d = max(d, r.booking.Until())
+		}
+	}
+	return d
+}
+
+// Cancel implements [Booking]: it gives back every part, and returns the
+// first error from a part outside this package.
+func (b *allBooking) Cancel(ctx context.Context) error {
+	for i := range b.claims {
+		b.claims[i].key.give(&b.claims[i])
+	}
+	var first error
+	for _, r := range b.foreign {
+		if err := r.Cancel(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

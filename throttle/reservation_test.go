@@ -307,7 +307,7 @@ func TestAfterPauseAtMostBurstPlusRate(t *testing.T) {
 
 func TestLeakyBucketPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lb := newLeakyBucket(t, throttle.PerSecond(10), 5)
+		lb := newLeakyBucket(t, throttle.PerSecond(10), 0)
 		start := time.Now()
 		require.NoError(t, lb.Pause(t.Context(), "k", time.Second))
 		var woke []time.Duration
@@ -419,4 +419,37 @@ func TestPauseLeavesDueSlotsInPlace(t *testing.T) {
 	var limitErr *throttle.LimitError
 	require.ErrorAs(t, ahead.Wait(waitCtx), &limitErr)
 	assert.Equal(t, time.Second+99*time.Millisecond, limitErr.RetryAfter)
+}
+
+// TestPausesLeaveDueUnitsDue pauses a key several times while a unit is
+// due but its caller has not yet woken: the unit stays due, whatever the
+// pauses after the one that found it due.
+func TestPausesLeaveDueUnitsDue(t *testing.T) {
+	tests := []struct {
+		name       string
+		givePauses []struct{ at, d time.Duration }
+		wantAhead  time.Duration // when a unit booked after the pauses is due (the due unit spent 1ms of the bucket)
+	}{
+		{name: "two at one instant", givePauses: []struct{ at, d time.Duration }{{0, time.Second}, {0, 2 * time.Second}}, wantAhead: 2001 * time.Millisecond},
+		{name: "overlapping, each longer", givePauses: []struct{ at, d time.Duration }{{0, time.Second}, {100 * time.Millisecond, 3 * time.Second}, {200 * time.Millisecond, 5 * time.Second}}, wantAhead: 5201 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				tb := newTokenBucket(t, throttle.PerSecond(1000), 1)
+				due := reserve(t, tb, 1, -1)
+				require.Equal(t, time.Duration(0), due.Delay)
+				for _, p := range tt.givePauses {
+					time.Sleep(p.at - time.Since(start))
+					require.NoError(t, tb.Pause(context.Background(), "k", p.d))
+				}
+				require.NoError(t, due.Wait(context.Background()))
+				assert.Equal(t, tt.givePauses[len(tt.givePauses)-1].at, time.Since(start), "due before the pauses: no sleep")
+
+				require.NoError(t, throttle.Wait(context.Background(), tb, "k", 1))
+				assert.Equal(t, tt.wantAhead, time.Since(start))
+			})
+		})
+	}
 }

@@ -17,8 +17,8 @@ type router struct {
 // should return the same Limiter for a key each time; when it returns nil,
 // Reserve fails.
 //
-// The returned Limiter also implements [Pauser] and [Allower], passing
-// them to the picked Limiter when it has them. Inside [All], a Route over
+// The returned Limiter also implements [Pauser], [Allower], [Deferrer] and
+// [Inspector], passing them to the picked Limiter when it has them. Inside [All], a Route over
 // this package's limiters is booked atomically with the other parts.
 func Route(pick func(key string) Limiter) Limiter {
 	if pick == nil {
@@ -64,4 +64,31 @@ func (r *router) Pause(ctx context.Context, key string, d time.Duration) error {
 		return p.Pause(ctx, key, d)
 	}
 	return nil
+}
+
+// ReserveAfter implements [Deferrer]. When the picked Limiter has no
+// ReserveAfter, it is booked with Reserve, with the slot no later than
+// it gives: best effort, as in [All].
+func (r *router) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := l.(Deferrer); ok {
+		return d.ReserveAfter(ctx, key, n, after, maxWait)
+	}
+	return l.Reserve(ctx, key, n, maxWait)
+}
+
+// Inspect implements [Inspector]. A key whose Limiter cannot be inspected
+// reports an error.
+func (r *router) Inspect(ctx context.Context, key string) (KeyState, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return KeyState{}, err
+	}
+	if in, ok := l.(Inspector); ok {
+		return in.Inspect(ctx, key)
+	}
+	return KeyState{}, fmt.Errorf("throttle: the Limiter Route picked for key %q cannot be inspected", key)
 }

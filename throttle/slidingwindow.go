@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -21,7 +22,7 @@ import (
 //
 // A SlidingWindow is safe for concurrent use.
 type SlidingWindow struct {
-	*keyed[logState, *slidingLog]
+	e      *engine[logState, *slidingLog]
 	limit  int
 	window time.Duration
 }
@@ -30,15 +31,15 @@ type SlidingWindow struct {
 // key in any interval of length window. With [WithTolerance](d) the
 // window is treated as d longer.
 func NewSlidingWindow(limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
-	c, err := newConfig(opts)
-	if err != nil {
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if err := checkWindow(limit, window, c.tolerance); err != nil {
 		return nil, err
 	}
 	alg := &slidingLog{limit: int64(limit), w: int64(window + c.tolerance)}
-	return &SlidingWindow{keyed: newKeyed(alg, limit, c), limit: limit, window: window}, nil
+	return &SlidingWindow{e: newEngine(alg, limit, c), limit: limit, window: window}, nil
 }
 
 // Limit returns how many units any window allows.
@@ -47,12 +48,6 @@ func (w *SlidingWindow) Limit() int { return w.limit }
 // Window returns the window's length as configured, before any
 // tolerance.
 func (w *SlidingWindow) Window() time.Duration { return w.window }
-
-// Reserve implements [Limiter]. A caller that keeps the Reservation to
-// itself allocates nothing.
-func (w *SlidingWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	return w.reserve(ctx, key, n, maxWait, new(Reservation))
-}
 
 // slidingLog is the arithmetic of SlidingWindow. A slot t admits n units
 // when the units in (t-w, t] plus n are at most limit; since no slot is
@@ -80,7 +75,7 @@ type logRun struct {
 //
 // The runs are buf[head:]. Runs dropped from the front leave room that
 // push reuses, so a busy key's log settles into one array instead of
-// allocating as it slides.
+// allocating as it slides (for the goal of 0 allocations per Allow).
 type logState struct {
 	buf   []logRun
 	head  int
@@ -126,7 +121,8 @@ func (s *logState) dropFront(i int) {
 // once. The array stays for the key's next booking unless it is far
 // larger than they needed: a key whose whole window went by between two
 // bookings, as a pause of the process can make happen, must not grow its
-// log from nothing each time.
+// log from nothing each time (0 allocations per Allow, and the memory
+// goal for idle keys).
 func (s *logState) trim(dropped int) {
 	if s.head < len(s.buf) {
 		return
@@ -155,50 +151,27 @@ func (l *slidingLog) inWindow(s *logState, t int64) int64 {
 }
 
 // firstAfter returns the index of the first run whose slot is after t.
-// The searches here are written out: sort.Search's closure costs more
-// than the search on a hot path.
 func firstAfter(runs []logRun, t int64) int {
-	if len(runs) == 0 || runs[0].at > t {
-		return 0 // the usual answer: book drops what fell out of the window
-	}
-	lo, hi := 1, len(runs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if runs[m].at > t {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
+	return sort.Search(len(runs), func(i int) bool { return runs[i].at > t })
 }
 
 // firstReaching returns the index of the first run holding unit number u
 // or a later one.
 func firstReaching(runs []logRun, u int64) int {
-	lo, hi := 0, len(runs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if runs[m].cum >= u {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
+	return sort.Search(len(runs), func(i int) bool { return runs[i].cum >= u })
 }
 
-func (l *slidingLog) earliest(s *logState, now, from int64, n int) (slot, notBefore int64) {
-	slot = max(now, from, s.floor)
+func (l *slidingLog) earliest(s *logState, now, from int64, n int) int64 {
+	slot := max(now, from, s.floor)
 	// Unit number u must lie at or before slot-w.
 	if u := s.total() - (l.limit - int64(n)); u > s.base {
 		runs := s.runs()
 		slot = max(slot, runs[firstReaching(runs, u)].at+l.w)
 	}
-	return slot, 0
+	return slot
 }
 
-func (l *slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (l *slidingLog) book(s *logState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
 	runs := s.runs()
 	i := 0
 	for i < len(runs) && runs[i].at+l.w <= now {
@@ -228,7 +201,7 @@ func (l *slidingLog) book(s *logState, now, slot int64, n int, tally bool) (aux 
 // raises the count of any interval, so it gives back in full whether or
 // not later bookings exist; the floor keeps later slots from moving
 // back, and so keeps the units dropped from the log harmless.
-func (l *slidingLog) give(s *logState, now int64, b mark, moved int64, latest bool) {
+func (l *slidingLog) give(s *logState, now int64, b claim, moved int64, latest bool) {
 	runs := s.runs()
 	i, found := slices.BinarySearchFunc(runs, b.slot, func(r logRun, at int64) int { return cmp.Compare(r.at, at) })
 	if !found {
@@ -248,17 +221,34 @@ func (l *slidingLog) give(s *logState, now int64, b mark, moved int64, latest bo
 	}
 }
 
-// shift moves every run at or after now later by d. A unit due exactly
-// now moves too: its caller may not have woken yet, and will follow the
-// pause.
+func (l *slidingLog) due(s *logState, c *claim, slot int64) int64 { return slot }
+
+// shift moves every run after now later by d. A unit due exactly now is
+// spent and stays.
 func (l *slidingLog) shift(s *logState, now, d int64) {
 	runs := s.runs()
-	for j := firstAfter(runs, now-1); j < len(runs); j++ {
+	for j := firstAfter(runs, now); j < len(runs); j++ {
 		runs[j].at += d
 	}
-	if s.floor >= now {
+	if s.floor > now {
 		s.floor += d
 	}
+}
+
+func (l *slidingLog) pushed(s *logState, now int64) []aheadEntry { return nil }
+
+// raise does nothing: the log cannot tell which of its runs the units
+// were booked in (see FixedWindow on All).
+func (l *slidingLog) raise(s *logState, now int64, units []aheadEntry) {}
+
+func (l *slidingLog) ahead(s *logState, now int64) int {
+	runs := s.runs()
+	i := firstAfter(runs, now)
+	before := s.base
+	if i > 0 {
+		before = runs[i-1].cum
+	}
+	return int(s.total() - before)
 }
 
 func (l *slidingLog) fresh(s *logState, now int64) bool {
@@ -273,3 +263,34 @@ func (l *slidingLog) left(s *logState, now int64) int {
 	}
 	return int(max(l.limit-l.inWindow(s, now), 0))
 }
+
+// Reserve implements [Limiter]: it books n units of key, now or at the
+// first later slot with room, if that slot lies within maxWait.
+func (w *SlidingWindow) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer]: Reserve, with the slot no earlier
+// than after from now.
+func (w *SlidingWindow) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, after, maxWait)
+}
+
+// AllowN implements [Allower]: it takes n units of key only if they are
+// available now, and allocates nothing.
+func (w *SlidingWindow) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	return w.e.allow(ctx, key, n)
+}
+
+// Pause implements [Pauser]: every slot of key still ahead, and every new
+// booking, moves later, so that nothing is due for d from now.
+func (w *SlidingWindow) Pause(ctx context.Context, key string, d time.Duration) error {
+	return w.e.pause(ctx, key, d)
+}
+
+// Inspect implements [Inspector].
+func (w *SlidingWindow) Inspect(ctx context.Context, key string) (KeyState, error) {
+	return w.e.inspect(ctx, key)
+}
+
+func (w *SlidingWindow) engine() keyLocker { return w.e }

@@ -39,7 +39,7 @@ import (
 //
 // A SlidingWindowCounter is safe for concurrent use.
 type SlidingWindowCounter struct {
-	*keyed[counterState, *slidingCounter]
+	e      *engine[counterState, *slidingCounter]
 	limit  int
 	window time.Duration
 }
@@ -49,17 +49,17 @@ type SlidingWindowCounter struct {
 // 2×limit−1 (see [SlidingWindowCounter]). Its windows are aligned to the
 // Unix epoch. With [WithTolerance](d) the window is treated as d longer.
 func NewSlidingWindowCounter(limit int, window time.Duration, opts ...Option) (*SlidingWindowCounter, error) {
-	c, err := newConfig(opts)
-	if err != nil {
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if err := checkWindow(limit, window, c.tolerance); err != nil {
 		return nil, err
 	}
 	w := int64(window + c.tolerance)
-	k := newKeyed(&slidingCounter{limit: int64(limit), g: grid{w: w}, per: newDivisor(w)}, limit, c)
+	k := newEngine(&slidingCounter{limit: int64(limit), g: grid{w: w}}, limit, c)
 	k.alg.g.phase = floorMod(k.tl.unixNano(0), w)
-	return &SlidingWindowCounter{keyed: k, limit: limit, window: window}, nil
+	return &SlidingWindowCounter{e: k, limit: limit, window: window}, nil
 }
 
 // Limit returns how many units a window allows.
@@ -69,17 +69,10 @@ func (w *SlidingWindowCounter) Limit() int { return w.limit }
 // tolerance.
 func (w *SlidingWindowCounter) Window() time.Duration { return w.window }
 
-// Reserve implements [Limiter]. A caller that keeps the Reservation to
-// itself allocates nothing.
-func (w *SlidingWindowCounter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	return w.reserve(ctx, key, n, maxWait, new(Reservation))
-}
-
 // slidingCounter is the arithmetic of SlidingWindowCounter.
 type slidingCounter struct {
 	limit int64
 	g     grid
-	per   divisor // by g.w
 }
 
 type counterState struct {
@@ -90,7 +83,7 @@ type counterState struct {
 	lag   int64 // how far pauses have moved this key's grid
 }
 
-func (c *slidingCounter) index(s *counterState, t int64) int64 { return c.g.near(t-s.lag, s.idx) }
+func (c *slidingCounter) index(s *counterState, t int64) int64 { return c.g.index(t - s.lag) }
 
 func (c *slidingCounter) start(s *counterState, j int64) int64 { return c.g.start(j) + s.lag }
 
@@ -115,10 +108,11 @@ func (c *slidingCounter) used(s *counterState, t int64) int64 {
 func (c *slidingCounter) estimate(s *counterState, j, t int64) int64 {
 	cur, prev := c.counts(s, j)
 	rest := c.g.w - 1 - max(t-c.start(s, j), 0)
-	return cur + c.per.ceil(prev*rest)
+	// No overflow: prev×rest < limit×w, which checkWindow bounds.
+	return cur + (prev*rest+c.g.w-1)/c.g.w
 }
 
-func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) (slot, notBefore int64) {
+func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
 	for j := max(c.index(s, t), s.idx); ; j++ {
 		cur, prev := c.counts(s, j)
@@ -128,15 +122,15 @@ func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) (slot
 			continue
 		}
 		if prev <= room {
-			return t, 0 // n fits anywhere in window j
+			return t // n fits anywhere in window j
 		}
 		// n fits at e when prev×(w-1-e) <= room×w.
 		e := c.g.w - 1 - room*c.g.w/prev
-		return max(t, c.start(s, j)+e), 0
+		return max(t, c.start(s, j)+e)
 	}
 }
 
-func (c *slidingCounter) book(s *counterState, now, slot int64, n int, tally bool) (aux int64, remaining int) {
+func (c *slidingCounter) book(s *counterState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
 	switch j := c.index(s, slot); {
 	case j <= s.idx:
 		s.cur += int64(n)
@@ -155,17 +149,34 @@ func (c *slidingCounter) book(s *counterState, now, slot int64, n int, tally boo
 // give takes the units back only when they are in the cursor's window.
 // Units in an earlier window stay counted: later bookings were admitted
 // against that window's count.
-func (c *slidingCounter) give(s *counterState, now int64, b mark, moved int64, latest bool) {
+func (c *slidingCounter) give(s *counterState, now int64, b claim, moved int64, latest bool) {
 	if c.index(s, b.slot) != s.idx {
 		return
 	}
 	s.cur -= min(int64(b.n), s.cur)
 }
 
+func (c *slidingCounter) due(s *counterState, b *claim, slot int64) int64 { return slot }
+
 // shift moves the key's grid, and every unit counted on it, later by d.
 func (c *slidingCounter) shift(s *counterState, now, d int64) {
 	s.lag += d
 	s.floor += d
+}
+
+// ahead reports 1 while units are booked past now: the counters do not
+// say how many.
+func (c *slidingCounter) pushed(s *counterState, now int64) []aheadEntry { return nil }
+
+// raise does nothing: the counters cannot tell where the units were
+// counted (see FixedWindow on All).
+func (c *slidingCounter) raise(s *counterState, now int64, units []aheadEntry) {}
+
+func (c *slidingCounter) ahead(s *counterState, now int64) int {
+	if s.floor > now {
+		return 1
+	}
+	return 0
 }
 
 func (c *slidingCounter) fresh(s *counterState, now int64) bool {
@@ -178,3 +189,34 @@ func (c *slidingCounter) left(s *counterState, now int64) int {
 	}
 	return int(max(c.limit-c.used(s, now), 0))
 }
+
+// Reserve implements [Limiter]: it books n units of key, now or at the
+// first later slot with room, if that slot lies within maxWait.
+func (w *SlidingWindowCounter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer]: Reserve, with the slot no earlier
+// than after from now.
+func (w *SlidingWindowCounter) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return w.e.reserve(ctx, key, n, after, maxWait)
+}
+
+// AllowN implements [Allower]: it takes n units of key only if they are
+// available now, and allocates nothing.
+func (w *SlidingWindowCounter) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	return w.e.allow(ctx, key, n)
+}
+
+// Pause implements [Pauser]: every slot of key still ahead, and every new
+// booking, moves later, so that nothing is due for d from now.
+func (w *SlidingWindowCounter) Pause(ctx context.Context, key string, d time.Duration) error {
+	return w.e.pause(ctx, key, d)
+}
+
+// Inspect implements [Inspector].
+func (w *SlidingWindowCounter) Inspect(ctx context.Context, key string) (KeyState, error) {
+	return w.e.inspect(ctx, key)
+}
+
+func (w *SlidingWindowCounter) engine() keyLocker { return w.e }

@@ -17,7 +17,7 @@ import (
 // caller holding a stale time can never move a bucket backwards and
 // over-admit. A TokenBucket is safe for concurrent use.
 type TokenBucket struct {
-	*keyed[gcraState, *gcra]
+	e     *engine[gcraState, *gcra]
 	rate  Rate
 	burst int
 }
@@ -25,8 +25,8 @@ type TokenBucket struct {
 // NewTokenBucket returns a token bucket per key that refills at r and
 // holds at most burst units. Each key starts full.
 func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
-	c, err := newConfig(opts)
-	if err != nil {
+	c := newConfig(opts)
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if err := r.validate(); err != nil {
@@ -40,7 +40,7 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 		return nil, err
 	}
 	alg := &gcra{interval: int64(interval), burst: int64(burst - keep)}
-	return &TokenBucket{keyed: newKeyed(alg, burst-keep, c), rate: r, burst: burst}, nil
+	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst}, nil
 }
 
 // Rate returns the rate the bucket refills at.
@@ -49,8 +49,33 @@ func (b *TokenBucket) Rate() Rate { return b.rate }
 // Burst returns the bucket's size as configured, before any tolerance.
 func (b *TokenBucket) Burst() int { return b.burst }
 
-// Reserve implements [Limiter]. A caller that keeps the Reservation to
-// itself allocates nothing.
+// Reserve implements [Limiter]: it books n units of key, now or at the
+// first later slot with room, if that slot lies within maxWait.
 func (b *TokenBucket) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	return b.reserve(ctx, key, n, maxWait, new(Reservation))
+	return b.e.reserve(ctx, key, n, 0, maxWait)
 }
+
+// ReserveAfter implements [Deferrer]: Reserve, with the slot no earlier
+// than after from now.
+func (b *TokenBucket) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return b.e.reserve(ctx, key, n, after, maxWait)
+}
+
+// AllowN implements [Allower]: it takes n units of key only if they are
+// available now, and allocates nothing.
+func (b *TokenBucket) AllowN(ctx context.Context, key string, n int) (bool, error) {
+	return b.e.allow(ctx, key, n)
+}
+
+// Pause implements [Pauser]: every slot of key still ahead, and every new
+// booking, moves later, so that nothing is due for d from now.
+func (b *TokenBucket) Pause(ctx context.Context, key string, d time.Duration) error {
+	return b.e.pause(ctx, key, d)
+}
+
+// Inspect implements [Inspector].
+func (b *TokenBucket) Inspect(ctx context.Context, key string) (KeyState, error) {
+	return b.e.inspect(ctx, key)
+}
+
+func (b *TokenBucket) engine() keyLocker { return b.e }

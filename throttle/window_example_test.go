@@ -86,3 +86,25 @@ func ExampleNewFixedWindow() {
 	// spent the day's quota: true
 	// next 10 at 2026-01-02T08:00:00Z remaining 990
 }
+
+// A batch job against "2 per second and 3 per day" that runs into
+// midnight: the day's last units go at the bucket's pace, and the next
+// day's first unit at midnight, not a day later.
+func ExampleAll_dailyQuota() {
+	now := time.Date(2026, 1, 1, 23, 59, 58, 0, time.UTC)
+	clock := func() time.Time { return now }
+	perSecond, _ := throttle.NewTokenBucket(throttle.PerSecond(2), 1, throttle.WithClock(clock))
+	perDay, _ := throttle.NewFixedWindow(3, 24*time.Hour, throttle.WithClock(clock))
+	both := throttle.All(perSecond, perDay)
+
+	for range 5 {
+		r, _ := both.Reserve(context.Background(), "api.example.com", 1, time.Minute)
+		fmt.Println(now.Add(r.Delay).Format("15:04:05.0"))
+	}
+	// Output:
+	// 23:59:58.0
+	// 23:59:58.5
+	// 23:59:59.0
+	// 00:00:00.0
+	// 00:00:00.5
+}

@@ -6,7 +6,8 @@ package tolerance
 import "time"
 
 // Bucket applies a tolerance of d to a token bucket with the given
-// interval and burst. It keeps ceil(d/interval) units of the burst in
+// interval and burst, or to a leaky bucket of capacity burst-1 (which
+// admits what a token bucket of burst does). It keeps ceil(d/interval) units of the burst in
 // reserve, so that the sustained rate is untouched; when the burst cannot
 // spare them, it keeps none and lengthens the interval by d instead.
 func Bucket(interval time.Duration, burst int, d time.Duration) (time.Duration, int) {

@@ -54,6 +54,27 @@ func TestMaxKeysKeepsPausedKeys(t *testing.T) {
 	reserveKey(t, tb, "b")
 }
 
+// TestFullLimiterSweepsSparingly checks the key-flood rule: once a sweep
+// found no room, new keys are refused at once, without another sweep,
+// until a second has passed (or many keys were added), even if a key has
+// turned fresh meanwhile.
+func TestFullLimiterSweepsSparingly(t *testing.T) {
+	clk := newManualClock()
+	tb := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now), throttle.WithMaxKeys(2))
+	ctx := context.Background()
+	reserveKey(t, tb, "a")
+	reserveKey(t, tb, "b")
+	_, err := tb.Reserve(ctx, "c", 1, 0)
+	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "swept, and nothing was fresh")
+
+	clk.Advance(500 * time.Millisecond) // a and b are fresh again
+	_, err = tb.Reserve(ctx, "c", 1, 0)
+	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "no second sweep within the second")
+
+	clk.Advance(500 * time.Millisecond)
+	reserveKey(t, tb, "c")
+}
+
 func reserveKey(t *testing.T, l throttle.Limiter, key string) {
 	t.Helper()
 	r, err := l.Reserve(context.Background(), key, 1, 0)
@@ -187,7 +208,7 @@ func TestClockSteppingBackwards(t *testing.T) {
 
 func TestClockBeforeConstruction(t *testing.T) {
 	clk := newManualClock()
-	lb := newLeakyBucket(t, throttle.PerSecond(1), 2, throttle.WithClock(clk.Now))
+	lb := newLeakyBucket(t, throttle.PerSecond(1), 0, throttle.WithClock(clk.Now))
 	clk.Set(epoch().Add(-time.Hour))
 	var delays []time.Duration
 	for range 3 {

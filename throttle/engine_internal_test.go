@@ -27,7 +27,8 @@ func TestMaxKeysIsAHardCap(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	n := tb.keys.snapshot().len()
-	assert.Equal(t, int64(n), tb.count.Load(), "count matches the map")
+	tb.e.mu.RLock()
+	n := len(tb.e.keys)
+	tb.e.mu.RUnlock()
 	assert.Equal(t, maxKeys, n)
 }
