@@ -1,0 +1,237 @@
+package egress_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/throttle"
+)
+
+// inspectedLimiter grants every request at once and reports fixed states
+// through throttle.Inspector, as the built-in limiters do.
+type inspectedLimiter struct {
+	states map[string]throttle.KeyState
+	err    error
+}
+
+func (l *inspectedLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	return &throttle.Reservation{OK: true}, nil
+}
+
+func (l *inspectedLimiter) Inspect(ctx context.Context, key string) (throttle.KeyState, error) {
+	if l.err != nil {
+		return throttle.KeyState{}, l.err
+	}
+	st, ok := l.states[key]
+	if !ok {
+		return throttle.KeyState{Key: key, Remaining: 10}, nil // a fresh budget
+	}
+	return st, nil
+}
+
+// plainLimiter cannot report its keys.
+type plainLimiter struct{}
+
+func (plainLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	return &throttle.Reservation{OK: true}, nil
+}
+
+func newInspected() *inspectedLimiter {
+	return &inspectedLimiter{states: map[string]throttle.KeyState{
+		"api.example.com": {Remaining: 0, Next: 250 * time.Millisecond, Ahead: 2, Paused: 500 * time.Millisecond},
+	}}
+}
+
+// okBase answers 200 with an empty body.
+type okBase struct{}
+
+func (okBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+func TestTransportSnapshot(t *testing.T) {
+	errStore := errors.New("store down")
+	tests := []struct {
+		name        string
+		giveLimiter throttle.Limiter
+		giveKeys    []string
+		want        egress.Snapshot
+		wantErr     string
+	}{
+		{
+			name:        "counters only",
+			giveLimiter: plainLimiter{},
+			want:        egress.Snapshot{Stats: egress.Stats{Sent: 2}},
+		},
+		{
+			name:        "keys",
+			giveLimiter: newInspected(),
+			giveKeys:    []string{"api.example.com", "fresh"},
+			want: egress.Snapshot{Stats: egress.Stats{Sent: 2}, Keys: []throttle.KeyState{
+				{Key: "api.example.com", Remaining: 0, Next: 250 * time.Millisecond, Ahead: 2, Paused: 500 * time.Millisecond},
+				{Key: "fresh", Remaining: 10},
+			}},
+		},
+		{
+			name:        "not an Inspector",
+			giveLimiter: plainLimiter{},
+			giveKeys:    []string{"k"},
+			want:        egress.Snapshot{Stats: egress.Stats{Sent: 2}},
+			wantErr:     "egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)",
+		},
+		{
+			name:        "limiter fails",
+			giveLimiter: &inspectedLimiter{err: errStore},
+			giveKeys:    []string{"k"},
+			want:        egress.Snapshot{Stats: egress.Stats{Sent: 2}, Keys: []throttle.KeyState{}},
+			wantErr:     `egress: inspecting key "k": store down`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := egress.NewTransport(okBase{}, egress.WithLimiter(tt.giveLimiter))
+			for range 2 {
+				req, err := http.NewRequest(http.MethodGet, "http://api.example.com/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+			}
+			got, err := tr.Snapshot(context.Background(), tt.giveKeys...)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+			} else {
+				assert.NoError(t, err)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestTransportSnapshotWithoutLimiter(t *testing.T) {
+	tr := egress.NewTransport(okBase{})
+	_, err := tr.Snapshot(context.Background(), "k")
+	assert.EqualError(t, err, "egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)")
+}
+
+func TestSnapshotHandler(t *testing.T) {
+	tests := []struct {
+		name        string
+		giveLimiter throttle.Limiter
+		giveFixed   []string
+		giveMethod  string
+		giveQuery   string
+		wantStatus  int
+		wantBody    string
+	}{
+		{
+			name:        "fixed and asked keys",
+			giveLimiter: newInspected(),
+			giveFixed:   []string{"api.example.com"},
+			giveMethod:  http.MethodGet,
+			giveQuery:   "?key=fresh",
+			wantStatus:  http.StatusOK,
+			wantBody: `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"keys":[` +
+				`{"key":"api.example.com","remaining":0,"next_seconds":0.25,"ahead":2,"paused_seconds":0.5},` +
+				`{"key":"fresh","remaining":10,"next_seconds":0,"ahead":0,"paused_seconds":0}]}` + "\n",
+		},
+		{
+			name:        "no keys",
+			giveLimiter: plainLimiter{},
+			giveMethod:  http.MethodGet,
+			wantStatus:  http.StatusOK,
+			wantBody:    `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"keys":[]}` + "\n",
+		},
+		{
+			name:        "POST",
+			giveLimiter: newInspected(),
+			giveMethod:  http.MethodPost,
+			wantStatus:  http.StatusMethodNotAllowed,
+			wantBody:    "egress: snapshot answers GET only\n",
+		},
+		{
+			name:        "too many keys",
+			giveLimiter: newInspected(),
+			giveFixed:   []string{"a"},
+			giveMethod:  http.MethodGet,
+			giveQuery:   "?key=" + strings.Repeat("k&key=", egress.MaxSnapshotKeys-1) + "k",
+			wantStatus:  http.StatusBadRequest,
+			wantBody:    "egress: snapshot asked for 101 keys, more than MaxSnapshotKeys (100)\n",
+		},
+		{
+			name:        "not an Inspector",
+			giveLimiter: plainLimiter{},
+			giveMethod:  http.MethodGet,
+			giveQuery:   "?key=k",
+			wantStatus:  http.StatusNotImplemented,
+			wantBody:    "egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)\n",
+		},
+		{
+			name:        "limiter fails",
+			giveLimiter: &inspectedLimiter{err: errors.New("store down")},
+			giveMethod:  http.MethodGet,
+			giveQuery:   "?key=k",
+			wantStatus:  http.StatusInternalServerError,
+			wantBody:    "egress: inspecting key \"k\": store down\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := egress.SnapshotHandler(egress.NewTransport(okBase{}, egress.WithLimiter(tt.giveLimiter)), tt.giveFixed...)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.giveMethod, "/debug/egress"+tt.giveQuery, nil))
+			assert.Equal(t, tt.wantStatus, rec.Code)
+			assert.Equal(t, tt.wantBody, rec.Body.String())
+		})
+	}
+}
+
+func TestSnapshotHandlerKeepsItsKeys(t *testing.T) {
+	keys := make([]string, 1, 4) // room to append into
+	keys[0] = "api.example.com"
+	h := egress.SnapshotHandler(egress.NewTransport(okBase{}, egress.WithLimiter(newInspected())), keys...)
+	for _, q := range []string{"?key=a", "?key=b"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+q, nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+	}
+	assert.Equal(t, []string{"api.example.com"}, keys)
+}
+
+func TestSnapshotHandlerNilPanics(t *testing.T) {
+	assert.PanicsWithValue(t, "egress: SnapshotHandler given a nil *Transport", func() { egress.SnapshotHandler(nil) })
+}
+
+func ExampleSnapshotHandler() {
+	// A limiter that reports its keys (throttle.Inspector); the built-in
+	// limiters do.
+	tr := egress.NewTransport(okBase{}, egress.WithLimiter(newInspected()))
+
+	// Mount it where only operators can reach it.
+	mux := http.NewServeMux()
+	mux.Handle("GET /debug/egress", egress.SnapshotHandler(tr))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/debug/egress?key=api.example.com")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Print(string(body))
+	// Output:
+	// {"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"keys":[{"key":"api.example.com","remaining":0,"next_seconds":0.25,"ahead":2,"paused_seconds":0.5}]}
+}
