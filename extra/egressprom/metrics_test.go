@@ -211,23 +211,23 @@ func scrape(t *testing.T, reg *prometheus.Registry) string {
 }
 
 func TestCardinalityIsBounded(t *testing.T) {
-	const keys = 100_000
 	tests := []struct {
 		name       string
+		giveKeys   int
 		giveOpts   []egressprom.Option
 		wantSeries int
 		wantKey    string // a label value that must be present
 	}{
-		{name: "default cap", wantSeries: egressprom.DefaultMaxKeys + 1, wantKey: "key-0"},
-		{name: "cap of 10", giveOpts: []egressprom.Option{egressprom.WithMaxKeys(10)}, wantSeries: 11, wantKey: "key-9"},
-		{name: "cap of 0", giveOpts: []egressprom.Option{egressprom.WithMaxKeys(0)}, wantSeries: 1, wantKey: egressprom.Other},
-		{name: "allow-list", giveOpts: []egressprom.Option{egressprom.WithKeys("key-7", "key-99999")}, wantSeries: 3, wantKey: "key-99999"},
+		{name: "default cap", giveKeys: 100_000, wantSeries: egressprom.DefaultMaxKeys + 1, wantKey: "key-0"},
+		{name: "cap of 10", giveKeys: 10_000, giveOpts: []egressprom.Option{egressprom.WithMaxKeys(10)}, wantSeries: 11, wantKey: "key-9"},
+		{name: "cap of 0", giveKeys: 10_000, giveOpts: []egressprom.Option{egressprom.WithMaxKeys(0)}, wantSeries: 1, wantKey: egressprom.Other},
+		{name: "allow-list", giveKeys: 100_000, giveOpts: []egressprom.Option{egressprom.WithKeys("key-7", "key-99999")}, wantSeries: 3, wantKey: "key-99999"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := egressprom.New(tt.giveOpts...)
 			o := m.Observer(nil)
-			for i := range keys {
+			for i := range tt.giveKeys {
 				key := fmt.Sprintf("key-%d", i)
 				o.Refused(egress.RefusalInfo{Key: key, Attempt: 1, Err: queue.ErrFull})
 				o.Waited(egress.WaitInfo{Key: key, Attempt: 1, Limiter: time.Millisecond})
