@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -143,12 +144,22 @@ func HashKey(key string) string {
 	return string(buf[:])
 }
 
-// hideKey returns err's text with every occurrence of key replaced by its
-// hash, since limiters' errors may quote the key.
+// hideKey returns err's text with key replaced by its hash, since
+// limiters' errors may quote the key. A key of fewer than minHiddenKey
+// bytes is replaced only where it is quoted, as %q writes it, so that
+// replacing a one-letter key does not garble the message.
 func hideKey(err error, key, hash string) string {
 	msg := err.Error()
 	if key == "" {
 		return msg
 	}
-	return strings.ReplaceAll(msg, key, "#"+hash)
+	msg = strings.ReplaceAll(msg, strconv.Quote(key), strconv.Quote("#"+hash))
+	if len(key) >= minHiddenKey {
+		msg = strings.ReplaceAll(msg, key, "#"+hash)
+	}
+	return msg
 }
+
+// minHiddenKey is the shortest key that hideKey replaces wherever it
+// appears.
+const minHiddenKey = 6

@@ -107,6 +107,13 @@ func TestSlogObserver(t *testing.T) {
 			want: map[string]any{"level": "ERROR", "msg": "egress: request refused: limiter failed", "key_hash": hash, "attempt": 1.0, "error": `store: key "#` + hash + `" unavailable`},
 		},
 		{
+			name: "limiter failed, quoting a short key",
+			give: func(o *egress.Observer) {
+				o.Refused(egress.RefusalInfo{Key: "a", Attempt: 1, Err: errors.New(`store: key "a" unavailable`)})
+			},
+			want: map[string]any{"level": "ERROR", "msg": "egress: request refused: limiter failed", "key_hash": egress.HashKey("a"), "attempt": 1.0, "error": `store: key "#` + egress.HashKey("a") + `" unavailable`},
+		},
+		{
 			name: "retry",
 			give: func(o *egress.Observer) {
 				o.Retrying(egress.RetryInfo{Key: key, Attempt: 1, StatusCode: 429, Delay: time.Second})
