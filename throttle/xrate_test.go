@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -65,10 +66,10 @@ func TestXRateWaitSpacing(t *testing.T) {
 		var mu sync.Mutex
 		var got []time.Duration
 		var wg sync.WaitGroup
-		for range 5 {
+		for i := range 5 {
 			wg.Go(func() {
 				// Every key shares the one limiter.
-				err := throttle.Wait(context.Background(), x, "key-"+time.Now().String(), 1)
+				err := throttle.Wait(context.Background(), x, fmt.Sprintf("key-%d", i), 1)
 				mu.Lock()
 				defer mu.Unlock()
 				got = append(got, time.Since(start))

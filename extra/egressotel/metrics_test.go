@@ -252,7 +252,8 @@ func TestMetricsAfterRealRequests(t *testing.T) {
 	_, pauseSum := got.count(t, "egress.rate_limiting.pause.duration", key)
 	assert.InDelta(t, 0.020, pauseSum, 1e-9, "the pause lasts the server's 20ms")
 	_, waitSum := got.count(t, "egress.rate_limiting.request.time_in_limiter", key)
-	assert.GreaterOrEqual(t, waitSum, 4*0.005, "each attempt waited its 5ms")
+	// Each attempt waited its 5ms, counted from just after the booking.
+	assert.GreaterOrEqual(t, waitSum, 4*0.004, "each attempt waited about 5ms")
 	assert.Equal(t, int32(1), nextPaused.Load(), "the program's own Observer still hears of the pause")
 }
 
