@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -252,3 +254,41 @@ func TestRateEvery(t *testing.T) {
 		})
 	}
 }
+
+// TestXRateServesATransport sends requests through an egress Transport
+// whose limiter is an XRate, and checks when each reaches the base.
+func TestXRateServesATransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var got []time.Duration
+		base := xrateBase(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, time.Since(start))
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		})
+		tr := egress.NewTransport(base, egress.WithLimiter(throttle.NewXRate(rate.NewLimiter(rate.Every(100*time.Millisecond), 1))))
+		var wg sync.WaitGroup
+		for _, host := range []string{"a.example", "b.example", "c.example"} {
+			wg.Go(func() {
+				req, err := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := tr.RoundTrip(req)
+				if assert.NoError(t, err) {
+					_ = resp.Body.Close()
+				}
+			})
+			synctest.Wait()
+		}
+		wg.Wait()
+		assert.Equal(t, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, got, "three hosts share one rate.Limiter")
+	})
+}
+
+// xrateBase adapts a func to http.RoundTripper.
+type xrateBase func(*http.Request) (*http.Response, error)
+
+func (f xrateBase) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
