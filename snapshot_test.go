@@ -40,10 +40,10 @@ func (l *inspectedLimiter) Inspect(ctx context.Context, key string) (throttle.Ke
 	return st, nil
 }
 
-// plainLimiter cannot report its keys.
-type plainLimiter struct{}
+// uninspectedLimiter cannot report its keys.
+type uninspectedLimiter struct{}
 
-func (plainLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+func (uninspectedLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
 	return &throttle.Reservation{OK: true}, nil
 }
 
@@ -53,10 +53,10 @@ func newInspected() *inspectedLimiter {
 	}}
 }
 
-// okBase answers 200 with an empty body.
-type okBase struct{}
+// snapshotBase answers 200 with an empty body.
+type snapshotBase struct{}
 
-func (okBase) RoundTrip(req *http.Request) (*http.Response, error) {
+func (snapshotBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
 
@@ -71,7 +71,7 @@ func TestTransportSnapshot(t *testing.T) {
 	}{
 		{
 			name:        "counters only",
-			giveLimiter: plainLimiter{},
+			giveLimiter: uninspectedLimiter{},
 			want:        egress.Snapshot{Stats: egress.Stats{Sent: 2}},
 		},
 		{
@@ -85,7 +85,7 @@ func TestTransportSnapshot(t *testing.T) {
 		},
 		{
 			name:        "not an Inspector",
-			giveLimiter: plainLimiter{},
+			giveLimiter: uninspectedLimiter{},
 			giveKeys:    []string{"k"},
 			want:        egress.Snapshot{Stats: egress.Stats{Sent: 2}},
 			wantErr:     "egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)",
@@ -100,7 +100,7 @@ func TestTransportSnapshot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := egress.NewTransport(okBase{}, egress.WithLimiter(tt.giveLimiter))
+			tr := egress.NewTransport(snapshotBase{}, egress.WithLimiter(tt.giveLimiter))
 			for range 2 {
 				req, err := http.NewRequest(http.MethodGet, "http://api.example.com/", nil)
 				require.NoError(t, err)
@@ -120,7 +120,7 @@ func TestTransportSnapshot(t *testing.T) {
 }
 
 func TestTransportSnapshotWithoutLimiter(t *testing.T) {
-	tr := egress.NewTransport(okBase{})
+	tr := egress.NewTransport(snapshotBase{})
 	_, err := tr.Snapshot(context.Background(), "k")
 	assert.EqualError(t, err, "egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)")
 }
@@ -148,7 +148,7 @@ func TestSnapshotHandler(t *testing.T) {
 		},
 		{
 			name:        "no keys",
-			giveLimiter: plainLimiter{},
+			giveLimiter: uninspectedLimiter{},
 			giveMethod:  http.MethodGet,
 			wantStatus:  http.StatusOK,
 			wantBody:    `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"keys":[]}` + "\n",
@@ -171,7 +171,7 @@ func TestSnapshotHandler(t *testing.T) {
 		},
 		{
 			name:        "not an Inspector",
-			giveLimiter: plainLimiter{},
+			giveLimiter: uninspectedLimiter{},
 			giveMethod:  http.MethodGet,
 			giveQuery:   "?key=k",
 			wantStatus:  http.StatusNotImplemented,
@@ -188,7 +188,7 @@ func TestSnapshotHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := egress.SnapshotHandler(egress.NewTransport(okBase{}, egress.WithLimiter(tt.giveLimiter)), tt.giveFixed...)
+			h := egress.SnapshotHandler(egress.NewTransport(snapshotBase{}, egress.WithLimiter(tt.giveLimiter)), tt.giveFixed...)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(tt.giveMethod, "/debug/egress"+tt.giveQuery, nil))
 			assert.Equal(t, tt.wantStatus, rec.Code)
@@ -200,7 +200,7 @@ func TestSnapshotHandler(t *testing.T) {
 func TestSnapshotHandlerKeepsItsKeys(t *testing.T) {
 	keys := make([]string, 1, 4) // room to append into
 	keys[0] = "api.example.com"
-	h := egress.SnapshotHandler(egress.NewTransport(okBase{}, egress.WithLimiter(newInspected())), keys...)
+	h := egress.SnapshotHandler(egress.NewTransport(snapshotBase{}, egress.WithLimiter(newInspected())), keys...)
 	for _, q := range []string{"?key=a", "?key=b"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/"+q, nil))
@@ -216,7 +216,7 @@ func TestSnapshotHandlerNilPanics(t *testing.T) {
 func ExampleSnapshotHandler() {
 	// A limiter that reports its keys (throttle.Inspector); the built-in
 	// limiters do.
-	tr := egress.NewTransport(okBase{}, egress.WithLimiter(newInspected()))
+	tr := egress.NewTransport(snapshotBase{}, egress.WithLimiter(newInspected()))
 
 	// Mount it where only operators can reach it.
 	mux := http.NewServeMux()

@@ -2,12 +2,16 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"golang.org/x/time/rate"
 )
+
+// XRate uses only the exported API of this package (NewReservation,
+// Refused, Rate.Interval), as a limiter outside it would.
 
 // XRate lets an existing [rate.Limiter] from golang.org/x/time/rate serve
 // as a [Limiter], for code that already paces with one and wants the
@@ -56,7 +60,13 @@ func NewXRate(l *rate.Limiter) *XRate {
 // now, a negative maxWait means no bound). A request for more than the
 // limiter's burst fails with an error matching [ErrExceedsCapacity].
 func (x *XRate) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
-	if err := checkRequest(ctx, key, n); err != nil {
+	switch {
+	case ctx == nil:
+		return nil, errors.New("throttle: nil context")
+	case n <= 0:
+		return nil, fmt.Errorf("throttle: n must be positive, got %d", n)
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	now := time.Now()

@@ -157,18 +157,23 @@ func TestXRateCancelOnContextEnd(t *testing.T) {
 
 func TestXRateErrors(t *testing.T) {
 	x := throttle.NewXRate(rate.NewLimiter(10, 2))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
 	tests := []struct {
 		name    string
+		giveCtx context.Context
 		giveN   int
 		wantErr error
 		wantMsg string
 	}{
-		{name: "above burst", giveN: 3, wantErr: throttle.ErrExceedsCapacity, wantMsg: "throttle: n exceeds the limiter's capacity: n 3 is above the rate.Limiter's burst 2"},
-		{name: "zero", giveN: 0, wantMsg: "throttle: n must be positive, got 0"},
+		{name: "above burst", giveCtx: context.Background(), giveN: 3, wantErr: throttle.ErrExceedsCapacity, wantMsg: "throttle: n exceeds the limiter's capacity: n 3 is above the rate.Limiter's burst 2"},
+		{name: "zero", giveCtx: context.Background(), giveN: 0, wantMsg: "throttle: n must be positive, got 0"},
+		{name: "nil context", giveN: 1, wantMsg: "throttle: nil context"},
+		{name: "cancelled context", giveCtx: cancelled, giveN: 1, wantErr: context.Canceled, wantMsg: "context canceled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := x.Reserve(context.Background(), "k", tt.giveN, -1)
+			_, err := x.Reserve(tt.giveCtx, "k", tt.giveN, -1)
 			require.Error(t, err)
 			assert.Equal(t, tt.wantMsg, err.Error())
 			if tt.wantErr != nil {
@@ -176,6 +181,10 @@ func TestXRateErrors(t *testing.T) {
 			}
 		})
 	}
+	r, err := x.Reserve(context.Background(), "k", 1, -1)
+	require.NoError(t, err)
+	assert.True(t, r.OK, "the failed calls took nothing")
+	assert.Equal(t, 1, r.Remaining)
 }
 
 func TestRateLimit(t *testing.T) {
