@@ -15,7 +15,8 @@ import (
 
 // Observer returns an [egress.Observer] that records waits, refusals,
 // retries and pauses in m, then passes each event on to next's func of
-// the same name, if next is not nil and has one. Install it with
+// the same name, if next is not nil and has one. Funcs of next that m
+// does not record are kept as they are. Install it with
 // [egress.WithObserver]; to keep a program's own Observer, pass it as
 // next:
 //
@@ -25,32 +26,32 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 	if next != nil {
 		n = *next
 	}
-	return &egress.Observer{
-		Waited: func(w egress.WaitInfo) {
-			m.waited(w)
-			if n.Waited != nil {
-				n.Waited(w)
-			}
-		},
-		Refused: func(r egress.RefusalInfo) {
-			m.refused(r)
-			if n.Refused != nil {
-				n.Refused(r)
-			}
-		},
-		Retrying: func(r egress.RetryInfo) {
-			m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.label(r.Key)), statusAttr.Int(r.StatusCode)))
-			if n.Retrying != nil {
-				n.Retrying(r)
-			}
-		},
-		Paused: func(p egress.PauseInfo) {
-			m.paused(p)
-			if n.Paused != nil {
-				n.Paused(p)
-			}
-		},
+	o := n // keeps any func that m does not record
+	o.Waited = func(w egress.WaitInfo) {
+		m.waited(w)
+		if n.Waited != nil {
+			n.Waited(w)
+		}
 	}
+	o.Refused = func(r egress.RefusalInfo) {
+		m.refused(r)
+		if n.Refused != nil {
+			n.Refused(r)
+		}
+	}
+	o.Retrying = func(r egress.RetryInfo) {
+		m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.label(r.Key)), statusAttr.Int(r.StatusCode)))
+		if n.Retrying != nil {
+			n.Retrying(r)
+		}
+	}
+	o.Paused = func(p egress.PauseInfo) {
+		m.paused(p)
+		if n.Paused != nil {
+			n.Paused(p)
+		}
+	}
+	return &o
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
