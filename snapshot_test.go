@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -211,6 +212,36 @@ func TestSnapshotHandlerKeepsItsKeys(t *testing.T) {
 
 func TestSnapshotHandlerNilPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "egress: SnapshotHandler given a nil *Transport", func() { egress.SnapshotHandler(nil) })
+}
+
+// TestSnapshotOfATokenBucket reads a real limiter's keys: one booked
+// ahead, one paused, one fresh.
+func TestSnapshotOfATokenBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 2)
+		require.NoError(t, err)
+		if _, ok := any(tb).(throttle.Inspector); !ok {
+			t.Skip("throttle.TokenBucket does not report its keys (throttle.Inspector) on this branch yet")
+		}
+		ctx := context.Background()
+		for range 4 {
+			_, err := tb.Reserve(ctx, "api.example.com", 1, -1)
+			require.NoError(t, err)
+		}
+		require.NoError(t, tb.Pause(ctx, "paused.example.com", 3*time.Second))
+		tr := egress.NewTransport(snapshotBase{}, egress.WithLimiter(tb))
+		got, err := tr.Snapshot(ctx, "api.example.com", "paused.example.com", "fresh.example.com")
+		require.NoError(t, err)
+		for i := range got.Keys {
+			assert.GreaterOrEqual(t, got.Keys[i].Ahead, 0)
+			got.Keys[i].Ahead = 0 // how a bucket counts units ahead is the limiter's to say
+		}
+		assert.Equal(t, []throttle.KeyState{
+			{Key: "api.example.com", Remaining: 0, Next: 300 * time.Millisecond},
+			{Key: "paused.example.com", Remaining: 0, Next: 3 * time.Second, Paused: 3 * time.Second},
+			{Key: "fresh.example.com", Remaining: 2},
+		}, got.Keys)
+	})
 }
 
 func ExampleSnapshotHandler() {
