@@ -296,15 +296,16 @@ func (it *instrumented) CloseIdleConnections() { it.t.CloseIdleConnections() }
 // allocates nothing here: the goal of ≤ 3 allocations of overhead per
 // request holds with metrics attached.
 func (m *Metrics) durationSeries(k seriesKey) []metric.RecordOption {
-	k.host = m.hosts.label(k.host)
-	if k.host == Other {
-		k.port = 0
-	}
+	// A host with a value of its own is its own label: one lookup.
 	m.mu.RLock()
 	opts, ok := m.series[k]
 	m.mu.RUnlock()
 	if ok {
 		return opts
+	}
+	k.host = m.hosts.label(k.host)
+	if k.host == Other {
+		k.port = 0
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

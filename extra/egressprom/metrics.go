@@ -254,13 +254,14 @@ func (it *instrumented) CloseIdleConnections() { it.t.CloseIdleConnections() }
 // and kept, so that a request allocates nothing here: the goal of ≤ 3
 // allocations of overhead per request holds with metrics attached.
 func (m *Metrics) durationSeries(k seriesKey) prometheus.Observer {
-	k.host = m.hosts.label(k.host)
+	// A host with a value of its own is its own label: one lookup.
 	m.mu.RLock()
 	o, ok := m.series[k]
 	m.mu.RUnlock()
 	if ok {
 		return o
 	}
+	k.host = m.hosts.label(k.host)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o, ok := m.series[k]; ok {
