@@ -11,11 +11,11 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
-// Other is the label value that stands for every key or host beyond the
-// allow-list or the cap ([WithKeys], [WithMaxKeys]).
+// Other is the attribute value that stands for every key or server
+// address beyond the allow-list or the cap ([WithKeys], [WithMaxKeys]).
 const Other = "other"
 
-// labeler bounds the values of one label: an allow-list when one is set,
+// labeler bounds the values of one attribute: an allow-list when one is set,
 // otherwise the first max distinct values seen, and [Other] for the rest.
 type labeler struct {
 	allow map[string]struct{} // nil unless WithKeys was given
@@ -37,7 +37,7 @@ func newLabeler(allow []string, max int) *labeler {
 	return l
 }
 
-// label returns the label value for v: v itself, or Other.
+// label returns the attribute value for v: v itself, or Other.
 func (l *labeler) label(v string) string {
 	if l.allow != nil {
 		if _, ok := l.allow[v]; ok {
@@ -67,7 +67,7 @@ func (l *labeler) label(v string) string {
 	return v
 }
 
-// Reasons a request is refused, the values of the "reason" label.
+// Reasons a request is refused, the values of ReasonAttr.
 const (
 	reasonQueueFull = "queue_full"
 	reasonLimit     = "limit_exceeded"
@@ -89,8 +89,7 @@ func refusalReason(err error) string {
 	return reasonError
 }
 
-// errorType names the error a request ended with, for the error_type
-// label: the refusals by their reason, a context's end as "canceled" or
+// errorType names the error a request ended with, for error.type: the refusals by their reason, a context's end as "canceled" or
 // "timeout", a network timeout as "timeout", and anything else as
 // "_OTHER", as OpenTelemetry's error.type does.
 func errorType(err error) string {
@@ -109,7 +108,7 @@ func errorType(err error) string {
 }
 
 // method returns req's method if it is one of the standard ones, and
-// "_OTHER" otherwise, so that the method label stays bounded.
+// "_OTHER" otherwise, as the conventions ask for http.request.method.
 func method(m string) string {
 	switch m {
 	case "", http.MethodGet:
