@@ -18,10 +18,10 @@ import (
 // otherwise.
 const DefaultMaxKeys = 100
 
-// DurationBuckets are the buckets of every _seconds histogram: those that
+// durationBuckets are the buckets of every _seconds histogram: those that
 // OpenTelemetry advises for http.client.request.duration, stretched to a
 // minute, since a request may wait that long for its slot.
-var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
 
 // An Option configures [New].
 type Option interface {
@@ -124,7 +124,7 @@ func New(opts ...Option) *Metrics {
 		o.apply(&c)
 	}
 	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: DurationBuckets}, labels)
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: durationBuckets}, labels)
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
