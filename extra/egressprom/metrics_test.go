@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -197,9 +198,12 @@ egress_retries_total{code="429",key="`+host+`"} 1
 	assert.GreaterOrEqual(t, waitSum, 4*0.004, "each attempt waited about 5ms")
 	assert.Equal(t, int32(1), nextPaused.Load(), "the program's own Observer still hears of the pause")
 
-	problems, err := testutil.GatherAndLint(reg)
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)
 	assert.Empty(t, problems, "promlint")
+	assert.Len(t, mfs, 12, "every metric family was linted, with samples")
 }
 
 // scrape serves reg over HTTP, as Prometheus scrapes it, and returns the
@@ -409,4 +413,49 @@ func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
 	rt := egressprom.New().Instrument(egress.NewTransport(base))
 	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	assert.Equal(t, int32(1), base.idles.Load())
+}
+
+// TestPromlintEveryFamily records one of everything, so that every
+// metric family has a sample, and lints them all.
+func TestPromlintEveryFamily(t *testing.T) {
+	m := egressprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	o := m.Observer(nil)
+	o.Waited(egress.WaitInfo{Key: "k", Attempt: 1, Queue: time.Millisecond, Limiter: time.Millisecond})
+	o.Refused(egress.RefusalInfo{Key: "k", Attempt: 1, Err: queue.ErrFull})
+	o.Retrying(egress.RetryInfo{Key: "k", Attempt: 1, StatusCode: 429, Delay: time.Second})
+	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second})
+	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second, Err: errors.New("store down")})
+	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
+	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+	require.NoError(t, err)
+	resp, err := m.Instrument(egress.NewTransport(memBase{})).RoundTrip(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	assert.Equal(t, []string{
+		"egress_in_flight_requests",
+		"egress_limiter_wait_seconds",
+		"egress_pause_duration_seconds",
+		"egress_pause_failures_total",
+		"egress_queue_wait_seconds",
+		"egress_queue_waiting_requests",
+		"egress_redis_breaker_open",
+		"egress_redis_errors_total",
+		"egress_redis_recoveries_total",
+		"egress_refusals_total",
+		"egress_request_duration_seconds",
+		"egress_requests_total",
+		"egress_retries_total",
+	}, names)
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }
