@@ -27,9 +27,10 @@ type Snapshot struct {
 	Keys []throttle.KeyState
 }
 
-// errNoInspector is returned when keys are asked about and the limiter
-// cannot report them.
-var errNoInspector = errors.New("egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)")
+// ErrNoInspector reports that keys were asked about and the Transport's
+// limiter cannot report them: it is not a [throttle.Inspector], or a part
+// of it is not. Errors that say so match it with errors.Is.
+var ErrNoInspector = errors.New("egress: the Transport's limiter does not report its keys (it is not a throttle.Inspector)")
 
 // MaxSnapshotKeys bounds how many keys one request to a [SnapshotHandler]
 // may ask about, so that a debug endpoint stays cheap.
@@ -42,8 +43,9 @@ const MaxSnapshotKeys = 100
 // read by one Inspect call, which the limiter keeps cheap. The keys are
 // read one by one, so they are not one atomic picture of the limiter.
 //
-// Asking about keys fails when t has no limiter or its limiter is not a
-// throttle.Inspector; a limiter that fails on a key fails the Snapshot.
+// Asking about keys fails with [ErrNoInspector] when t has no limiter or
+// its limiter is not a throttle.Inspector; a limiter that fails on a key
+// fails the Snapshot, with an error that wraps the limiter's.
 func (t *Transport) Snapshot(ctx context.Context, keys ...string) (Snapshot, error) {
 	s := Snapshot{Stats: t.Stats()}
 	if len(keys) == 0 {
@@ -51,7 +53,7 @@ func (t *Transport) Snapshot(ctx context.Context, keys ...string) (Snapshot, err
 	}
 	in, ok := t.limiter.(throttle.Inspector)
 	if !ok {
-		return s, errNoInspector
+		return s, ErrNoInspector
 	}
 	s.Keys = make([]throttle.KeyState, 0, len(keys))
 	for _, key := range keys {
@@ -138,7 +140,7 @@ func SnapshotHandler(t *Transport, keys ...string) http.Handler {
 		}
 		s, err := t.Snapshot(r.Context(), append(fixed[:len(fixed):len(fixed)], asked...)...)
 		switch {
-		case errors.Is(err, errNoInspector):
+		case errors.Is(err, ErrNoInspector):
 			http.Error(w, err.Error(), http.StatusNotImplemented)
 			return
 		case err != nil:
