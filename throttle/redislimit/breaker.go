@@ -98,6 +98,14 @@ func (b *breaker) notify(e Event) {
 	}
 }
 
+// cannotServe are the error prefixes by which a Redis server says that it
+// cannot serve now, whatever the call: a replica after a failover, a
+// server loading its data or that lost its master, a cluster that is
+// down or resharding, a server stuck in a long script, without enough
+// replicas, failing to persist or out of memory. MOVED and ASK are not
+// among them: the cluster client follows those.
+var cannotServe = [...]string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "MISCONF", "OOM"}
+
 // unavailable reports whether err means Redis could not decide, as
 // opposed to a reply that says the call itself was wrong.
 func unavailable(err error) bool {
@@ -117,7 +125,7 @@ func unavailable(err error) bool {
 		errors.As(err, &netErr):
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+	for _, prefix := range cannotServe {
 		if redis.HasErrorPrefix(err, prefix) {
 			return true
 		}

@@ -71,7 +71,7 @@ func accuracyWorker(rdb *redis.Client) error {
 			defer wg.Done()
 			ctx := context.Background()
 			for {
-				r, b, err := l.book(ctx, "shared", 1, -1, true)
+				r, b, err := l.reserve(ctx, "shared", 1, 0, -1, true)
 				mu.Lock()
 				calls++
 				if err == nil {
@@ -247,4 +247,16 @@ func TestPauseReachesSleepersInAnotherProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Wait())
 	assert.GreaterOrEqual(t, slept, int64(2900), "the sleeper followed the 2 s shift of its 1 s slot")
+}
+
+// serverTime reads the server's clock.
+func serverTime(t testing.TB, rdb redis.Scripter) time.Time {
+	t.Helper()
+	v, err := rdb.Eval(context.Background(), "return redis.call('TIME')", nil).StringSlice()
+	require.NoError(t, err)
+	sec, err := strconv.ParseInt(v[0], 10, 64)
+	require.NoError(t, err)
+	usec, err := strconv.ParseInt(v[1], 10, 64)
+	require.NoError(t, err)
+	return time.Unix(sec, usec*1000)
 }

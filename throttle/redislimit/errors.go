@@ -12,7 +12,7 @@ var (
 	// failure. Errors that wrap it are *[UnavailableError]s.
 	ErrUnavailable = errors.New("redislimit: redis unavailable")
 
-	// ErrClosed reports a call on a limiter or [Listener] after Close.
+	// ErrClosed reports a call on a limiter whose [Client] is closed.
 	ErrClosed = errors.New("redislimit: closed")
 )
 

@@ -1,0 +1,77 @@
+-- state.lua opens the budget script: the server's time and how a part
+-- keeps its state. The files that follow add one algorithm each
+-- (gcra.lua, fixedwindow.lua, slidingwindow.lua, slidingwindowcounter.lua),
+-- then pause.lua and budget.lua, which reads the arguments and runs the op.
+--
+-- Times are microseconds of the server's TIME. ARGV[2] is a test-only
+-- frozen time: 0 in production, where the script reads TIME.
+local now = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- algorithms maps a part's algorithm name to its functions:
+--   params            the names of its parameters, in ARGV order
+--   load(p)           reads the part's state into p
+--   save(p)           writes it back, with a TTL no shorter than its time
+--                     to return to fresh
+--   earliest(p, at, n) the earliest slot >= at where n units fit
+--   remaining(p)      how many units could be taken now
+--   ahead(p)          how many units are booked for slots still ahead
+--   book(p, slot, n)  takes n units at slot; returns what remains and the
+--                     booking's token, which cancel hands back
+--   give(p, token, n) gives back a booking if that keeps the bound
+--   shift(p, at, d)   moves every slot after at later by d (a pause)
+local algorithms = {}
+
+local function fmt(x)
+  return string.format('%d', x)
+end
+
+-- millis returns ttl microseconds as whole milliseconds, rounded up.
+local function millis(ttl)
+  return math.floor(ttl / 1000) + 1
+end
+
+-- A part other than the sliding log keeps its numbers in one string of
+-- packed 64-bit integers: one GET, and one SET with its TTL, cost Redis
+-- far less than a hash. p.state holds them by name while the script runs:
+--   seq     how many bookings the part has made
+--   latest  the seq of the booking that may still be cancelled in full
+--           (-1: none)
+--   epoch   the pause epoch the part has applied
+--   shift   the pause shift the part has applied
+-- then the algorithm's own fields. Read one with redis-cli:
+--   EVAL "return struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))" 1 <key>
+local function loadPacked(p, fields)
+  p.fields = {'seq', 'latest', 'epoch', 'shift'}
+  for _, f in ipairs(fields) do p.fields[#p.fields + 1] = f end
+  p.layout = '<' .. string.rep('i8', #p.fields)
+  local raw = redis.call('GET', p.key)
+  p.new = not raw
+  p.state = {}
+  local v = {}
+  if raw then v = {struct.unpack(p.layout, raw)} end
+  for i, f in ipairs(p.fields) do p.state[f] = v[i] or 0 end
+  if p.new then p.state.latest = -1 end
+end
+
+-- savePacked writes p.state with a TTL of ttl microseconds, or deletes the
+-- key when it holds nothing worth keeping.
+local function savePacked(p, ttl)
+  if ttl <= 0 then
+    redis.call('DEL', p.key)
+    return
+  end
+  local v = {}
+  for i, f in ipairs(p.fields) do v[i] = p.state[f] end
+  redis.call('SET', p.key, struct.pack(p.layout, unpack(v)), 'PX', millis(ttl))
+end
+
+-- token joins a booking's numbers into the text cancel hands back.
+local function token(...)
+  local parts = {}
+  for i, v in ipairs({...}) do parts[i] = fmt(v) end
+  return table.concat(parts, ':')
+end
