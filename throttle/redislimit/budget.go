@@ -181,10 +181,11 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 		wait = int64(min(maxWait, maxPause) / time.Microsecond)
 	}
 	sent := b.client.now()
+	notBefore := after
 	if b.horizons != nil {
-		after = max(after, b.horizons.local(key, sent)) // recovering from Fallback
+		notBefore = max(after, b.horizons.local(key, sent)) // recovering from Fallback
 	}
-	v, err := b.client.run(ctx, ks, append(b.args("reserve", 3), n, wait, micros(after)))
+	v, err := b.client.run(ctx, ks, append(b.args("reserve", 3), n, wait, micros(notBefore)))
 	if err != nil {
 		r, err := b.fail(ctx, key, n, after, maxWait, err)
 		return r, nil, err

@@ -77,7 +77,7 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 		script: newScript(), channel: cfg.prefix + channelSuffix,
 		start: time.Now(), listened: make(chan struct{}),
 	}
-	c.breaker.observer = cfg.observer
+	c.breaker.observer, c.breaker.now = cfg.observer, c.now
 	c.pauses.init(c.now)
 	sub, ok := rdb.(subscriber)
 	if !ok {
