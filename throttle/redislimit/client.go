@@ -42,6 +42,7 @@ type Client struct {
 	timeout  time.Duration
 	frozen   *atomic.Int64 // test-only; see withFrozenTime
 	script   *script
+	batcher  batcher
 	breaker  breaker
 	pauses   pauses
 	channel  string
@@ -78,6 +79,7 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 		start: time.Now(), listened: make(chan struct{}),
 	}
 	c.breaker.observer, c.breaker.now = cfg.observer, c.now
+	c.batcher.pipe, _ = rdb.(pipeliner)
 	c.pauses.init(c.now)
 	sub, ok := rdb.(subscriber)
 	if !ok {
@@ -144,7 +146,8 @@ func (c *Client) frozenMicros() int64 {
 }
 
 // run executes the budget script on the caller's goroutine, bounded by
-// ctx and the Client's timeout (see [WithTimeout]). An error for which
+// ctx and the Client's timeout (see [WithTimeout]), in one pipeline with
+// the calls of other callers that start while one is on the wire. An error for which
 // Redis, not the call, is to blame comes back as an *UnavailableError.
 func (c *Client) run(ctx context.Context, keys []string, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
@@ -158,7 +161,7 @@ func (c *Client) run(ctx context.Context, keys []string, args []any) (any, error
 	}
 	tctx, stop := context.WithTimeout(ctx, c.timeout)
 	defer stop()
-	v, err := c.script.run(tctx, c.rdb, keys, args)
+	v, err := c.batcher.do(tctx, c.script, c.rdb, keys, args)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err() // the caller gave up; Redis is not to blame
 	}
