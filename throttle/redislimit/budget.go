@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -185,7 +187,7 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 	if b.horizons != nil {
 		notBefore = max(after, b.horizons.local(key, sent)) // recovering from Fallback
 	}
-	v, err := b.client.run(ctx, ks, append(b.args("reserve", 3), n, wait, micros(notBefore)))
+	v, err := b.client.run(ctx, ks, append(b.args("reserve", 4), n, wait, micros(notBefore), b.client.channel))
 	if err != nil {
 		r, err := b.fail(ctx, key, n, after, maxWait, err)
 		return r, nil, err
@@ -195,31 +197,39 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := integers(a, "ok", "delay", "remaining", "epoch", "shift", "slot")
+	f, err := integers(a, "ok", "delay", "remaining", "epoch", "shifted", "slot")
 	if err != nil {
 		return nil, nil, err
 	}
-	ok, delay, left, epoch, shift, slot := f[0], f[1], f[2], f[3], f[4], f[5]
+	ok, delay, left, epoch, shifted, slot := f[0], f[1], f[2], f[3], f[4], f[5]
 	if ok == 0 {
-		b.client.pauses.learn(ks[0], epoch, shift, false)
+		b.client.pauses.learn(ks[0], epoch, shifted, false)
 		return throttle.Refused(time.Duration(delay)*time.Microsecond, int(left)), nil, nil
 	}
 	if len(a) != 6+len(b.limits) {
 		return nil, nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(b.limits))
 	}
-	bk := &booking{budget: b, key: key, n: n, epoch: epoch, shift: shift, slot: slot, tokens: make([]string, len(b.limits))}
-	for i := range b.limits {
+	bk := &booking{budget: b, key: key, n: n, epoch: epoch, shifted: shifted, slot: slot, tokens: make([]string, len(b.limits))}
+	for i, l := range b.limits {
 		if bk.tokens[i], err = text(a[6+i], "token"); err != nil {
 			return nil, nil, err
+		}
+		if l.algo == "fw" { // a pause may push it further than the shift
+			seq, _, _ := strings.Cut(bk.tokens[i], ":")
+			n, err := strconv.ParseInt(seq, 10, 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("redislimit: unexpected reply: token %q", bk.tokens[i])
+			}
+			bk.seqs = append(bk.seqs, partSeq{suffix: l.suffix, seq: n})
 		}
 	}
 	d := time.Duration(delay) * time.Microsecond
 	if b.horizons != nil {
 		b.horizons.sawRedis(key, sent+int64(d), sent)
 	}
-	bk.pause = b.client.pauses.learn(ks[0], epoch, shift, track)
+	bk.pause = b.client.pauses.learn(ks[0], epoch, shifted, track)
 	if bk.pause != nil {
-		bk.base = arrived + int64(d) - shift*int64(time.Microsecond)
+		bk.base = arrived + int64(d) - shifted*int64(time.Microsecond)
 		bk.pause.hold(bk.base)
 	}
 	return throttle.NewReservation(bk, d, int(left)), bk, nil
@@ -246,15 +256,20 @@ func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 	if err != nil {
 		return b.failPause(ctx, key, d, err)
 	}
-	a, err := array(v, 3, "pause")
+	a, err := array(v, 4, "pause")
 	if err != nil {
 		return err
 	}
-	f, err := integers(a, "changed", "epoch", "shift")
+	f, err := integers(a, "changed", "epoch", "shifted")
+	if err != nil {
+		return err
+	}
+	msg, err := text(a[3], "message")
 	if err != nil {
 		return err
 	}
 	b.client.pauses.learn(ks[0], f[1], f[2], false)
+	b.client.pauses.hear(msg) // the pushes, when it made any
 	return nil
 }
 
@@ -270,7 +285,7 @@ func (b *budget) Inspect(ctx context.Context, key string) (throttle.KeyState, er
 	if err != nil {
 		return throttle.KeyState{}, err
 	}
-	v, err := b.client.run(ctx, ks, b.args("inspect", 0))
+	v, err := b.client.run(ctx, ks, append(b.args("inspect", 1), b.client.channel))
 	if err != nil {
 		if fb, ok := b.policy.(fallback); ok && errors.Is(err, ErrUnavailable) {
 			if in, ok := fb.local.(throttle.Inspector); ok {
@@ -283,7 +298,7 @@ func (b *budget) Inspect(ctx context.Context, key string) (throttle.KeyState, er
 	if err != nil {
 		return throttle.KeyState{}, err
 	}
-	f, err := integers(a, "remaining", "next", "ahead", "paused", "epoch", "shift")
+	f, err := integers(a, "remaining", "next", "ahead", "paused", "epoch", "shifted")
 	if err != nil {
 		return throttle.KeyState{}, err
 	}
@@ -309,24 +324,29 @@ func (b *budget) Close() error {
 
 // booking is the [throttle.Booking] of a reservation made in Redis.
 type booking struct {
-	budget *budget
-	key    string
-	n      int
-	epoch  int64 // the key's pause epoch and shift when booked
-	shift  int64
-	slot   int64 // server microseconds
-	tokens []string
-	pause  *pauseState
-	base   int64 // local due time in ns, less the shift when booked
+	budget  *budget
+	key     string
+	n       int
+	epoch   int64 // the key's pause epoch and shifted when booked
+	shifted int64
+	slot    int64 // server microseconds
+	tokens  []string
+	seqs    []partSeq // on its fixed-window parts
+	pause   *pauseState
+	base    int64 // local due time in ns, less the shift when booked
 }
 
 // Until implements [throttle.Booking]: local, no I/O. The slot is
-// measured from when the reply arrived, plus every shift learned since.
+// measured from when the reply arrived, plus every shift learned since,
+// and any push of a fixed window's pause past it. A caller whose slot
+// had come but who had not yet woken when a pause was learned waits the
+// pause out too: later than the script's schedule, never earlier.
 func (b *booking) Until() time.Duration {
 	if b.pause == nil {
 		return 0
 	}
-	return time.Duration(b.base + b.pause.shiftNanos() - b.budget.client.now())
+	extra := b.pause.extra(b.shifted, b.seqs) * int64(time.Microsecond)
+	return time.Duration(b.base + b.pause.shiftedNanos() + extra - b.budget.client.now())
 }
 
 // Cancel implements [throttle.Booking]. The script gives the units back
@@ -340,10 +360,11 @@ func (b *booking) Cancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append(b.budget.args("cancel", 4+len(b.tokens)), b.n, b.epoch, b.shift, b.slot)
+	args := append(b.budget.args("cancel", 5+len(b.tokens)), b.n, b.epoch, b.shifted, b.slot)
 	for _, t := range b.tokens {
 		args = append(args, t)
 	}
+	args = append(args, b.budget.client.channel)
 	v, err := b.budget.client.run(ctx, ks, args)
 	if err != nil {
 		return err

@@ -5,24 +5,31 @@
 --
 -- ARGV: op ('reserve', 'cancel', 'pause' or 'inspect'), the frozen time
 -- (see state.lua), the number of parts, then for each part its algorithm
--- and that algorithm's params, then the op's own arguments.
+-- and that algorithm's params, then the op's own arguments, then the
+-- pause channel.
 local op = ARGV[1]
 local parts = {}
 local argc = 4
 for i = 1, tonumber(ARGV[3]) do
   local algo = ARGV[argc]
   local a = algorithms[algo]
-  if not a then return redis.error_reply('ERR redislimit: unknown algorithm ' .. tostring(algo)) end
+  if not a then
+    if not defines[algo] then return redis.error_reply('ERR redislimit: unknown algorithm ' .. tostring(algo)) end
+    a = defines[algo]()
+    algorithms[algo] = a
+  end
   local p = {key = KEYS[i + 1], algo = algo}
   for j, name in ipairs(a.params) do p[name] = tonumber(ARGV[argc + j]) end
   argc = argc + 1 + #a.params
   parts[i] = p
 end
 
+-- The channel pauses are published on, which every op takes last.
+local channel = ARGV[#ARGV]
 local P = pause.load()
 for _, p in ipairs(parts) do
   algorithms[p.algo].load(p)
-  pause.sync(P, p)
+  pause.sync(P, p, channel)
 end
 
 -- earliest returns the earliest slot >= at where every part admits n
@@ -57,9 +64,9 @@ if op == 'reserve' then
   local slot = earliest(math.max(now + after, P['until']), n)
   if not slot then return redis.error_reply('ERR redislimit: parts found no common slot') end
   if maxWait >= 0 and slot - now > maxWait then
-    return {0, slot - now - maxWait, remaining(), P.epoch, P.shift, 0}
+    return {0, slot - now - maxWait, remaining(), P.epoch, P.shifted, 0}
   end
-  local reply = {1, slot - now, 0, P.epoch, P.shift, slot}
+  local reply = {1, slot - now, 0, P.epoch, P.shifted, slot}
   local least = -1
   for i, p in ipairs(parts) do
     local left, tok = algorithms[p.algo].book(p, slot, n)
@@ -70,13 +77,13 @@ if op == 'reserve' then
   reply[3] = least
   return reply
 elseif op == 'cancel' then
-  -- n units booked at slot under the pause state (epoch, shift), with one
+  -- n units booked at slot under the pause state (epoch, shifted), with one
   -- token per part.
-  local n, epoch, shift, slot = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2]), tonumber(ARGV[argc + 3])
+  local n, epoch, shifted, slot = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2]), tonumber(ARGV[argc + 3])
   local moved = 0
   if P.epoch ~= 0 and (epoch == P.epoch or epoch == 0) then
-    if epoch == 0 then shift = 0 end
-    moved = P.shift - shift
+    if epoch == 0 then shifted = 0 end
+    moved = P.shifted - shifted
   end
   if slot + moved < now then return 0 end -- the units have been used
   local given = 0
@@ -90,9 +97,9 @@ elseif op == 'cancel' then
   end
   return given
 elseif op == 'pause' then
-  -- for d from now; the pause is published on channel.
-  local changed = pause.apply(P, parts, tonumber(ARGV[argc]), ARGV[argc + 1])
-  return {changed, P.epoch, P.shift}
+  -- for d from now.
+  local changed, msg = pause.apply(P, parts, tonumber(ARGV[argc]), channel)
+  return {changed, P.epoch, P.shifted, msg}
 elseif op == 'inspect' then
   -- takes nothing: remaining, how long until one unit fits, units booked
   -- ahead, how long the key stays paused.
@@ -101,6 +108,6 @@ elseif op == 'inspect' then
   for _, p in ipairs(parts) do
     ahead = math.max(ahead, algorithms[p.algo].ahead(p))
   end
-  return {remaining(), nextSlot - now, ahead, math.max(P['until'] - now, 0), P.epoch, P.shift}
+  return {remaining(), nextSlot - now, ahead, math.max(P['until'] - now, 0), P.epoch, P.shifted}
 end
 return redis.error_reply('ERR redislimit: unknown op ' .. tostring(op))

@@ -3,8 +3,6 @@ package redislimit
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,20 +95,8 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 func (c *Client) listen(ch <-chan *redis.Message) {
 	defer close(c.listened)
 	for m := range ch {
-		c.hear(m.Payload)
+		c.pauses.hear(m.Payload)
 	}
-}
-
-// hear reads "epoch shift pausekey", as pause.lua publishes it.
-func (c *Client) hear(payload string) {
-	e, rest, ok1 := strings.Cut(payload, " ")
-	s, key, ok2 := strings.Cut(rest, " ")
-	epoch, err1 := strconv.ParseInt(e, 10, 64)
-	shift, err2 := strconv.ParseInt(s, 10, 64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return // not ours
-	}
-	c.pauses.learn(key, epoch, shift, false)
 }
 
 // Close ends the subscription and waits for its goroutine; later calls

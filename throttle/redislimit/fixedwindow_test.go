@@ -1,11 +1,15 @@
 package redislimit
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
 )
 
 // TestFixedWindowTolerance checks what WithTolerance's doc says: a unit
@@ -28,4 +32,151 @@ func TestFixedWindowTolerance(t *testing.T) {
 	c.advance(400 * ms) // the next window
 	spent := reserve(t, l, "k", 1, -1)
 	assert.Equal(t, time.Minute, spent.Delay, "the two units count in this window too")
+}
+
+// TestFixedWindowResetsOnTime: a window with room takes its first unit at
+// its reset, whatever is still booked ahead in the window before it
+// (issue 11, item 1, as Redis must do it too).
+func TestFixedWindowResetsOnTime(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		giveAt     time.Duration // from midnight
+		giveBucket bool          // All with a token bucket of 2/s, burst 1
+		giveLimit  int
+		givePause  time.Duration // before the reservations
+		giveN      int
+		want       []time.Duration
+	}{
+		{"daily quota under a bucket", -2 * time.Second, true, 2, 0, 4, []time.Duration{0, 500 * ms, 2 * time.Second, 2500 * ms}},
+		{"after a pause", -10 * time.Second, false, 3, 5 * time.Second, 4, []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second, 10 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(24*time.Hour + tt.giveAt)
+			var l throttle.Limiter
+			day, err := NewFixedWindow(rdb, tt.giveLimit, 24*time.Hour, c.option())
+			require.NoError(t, err)
+			closeAll(t, day)
+			l = day
+			if tt.giveBucket {
+				bucket, err := NewTokenBucket(rdb, throttle.PerSecond(2), 1, c.option())
+				require.NoError(t, err)
+				closeAll(t, bucket)
+				l, err = All(bucket, day)
+				require.NoError(t, err)
+			}
+			if tt.givePause > 0 {
+				require.NoError(t, l.(throttle.Pauser).Pause(ctx, t.Name(), tt.givePause))
+			}
+			var got []time.Duration
+			for range tt.giveN {
+				r := reserve(t, l, t.Name(), 1, -1)
+				require.True(t, r.OK)
+				got = append(got, r.Delay)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestFixedWindowPauseAcrossTheReset: a pause that carries units across a
+// reset into a window that then holds too many pushes the latest-booked
+// of them on to the next reset, in Redis as in process, and every
+// process's sleepers follow (issue 11, item 2).
+func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
+	s := startRedis(t)
+	rdb, other := s.client(t), s.client(t)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		giveWindow time.Duration
+		giveAt     time.Duration // from a reset
+		giveBucket bool          // All with a token bucket of 2/s, burst 1
+		giveFirst  time.Duration // a pause before the reservations
+		giveN      int
+		giveAfter  time.Duration // time passing before the second pause
+		givePause  time.Duration
+		want       []time.Duration // when each booking is due, from giveAt
+	}{
+		{
+			// 4 s windows of 2, the reset B 1 s away: two at B-0.5s, two
+			// at B; the second pause carries them all into B's window.
+			name: "issue 11 item 2", giveWindow: 4 * time.Second, giveAt: 3 * time.Second,
+			giveFirst: 500 * ms, giveN: 4, givePause: 1200 * ms,
+			want: []time.Duration{1200 * ms, 1200 * ms, 5 * time.Second, 5 * time.Second},
+		},
+		{
+			// Units at 23:59:58 (due), 23:59:58.5, 00:00:00 and
+			// 00:00:00.5; a pause at 23:59:58.1 for 1.95 s.
+			name: "daily quota under a bucket", giveWindow: 24 * time.Hour, giveAt: 24*time.Hour - 2*time.Second, giveBucket: true,
+			giveN: 4, giveAfter: 100 * ms, givePause: 1950 * ms,
+			want: []time.Duration{0, 2450 * ms, 3950 * ms, 24*time.Hour + 2*time.Second},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(tt.giveAt)
+			start := c.now()
+			parts := func(rdb redis.Scripter) throttle.Limiter {
+				day, err := NewFixedWindow(rdb, 2, tt.giveWindow, c.option())
+				require.NoError(t, err)
+				closeAll(t, day)
+				if !tt.giveBucket {
+					return day
+				}
+				bucket, err := NewTokenBucket(rdb, throttle.PerSecond(2), 1, c.option())
+				require.NoError(t, err)
+				closeAll(t, bucket)
+				both, err := All(bucket, day)
+				require.NoError(t, err)
+				return both
+			}
+			mine, theirs := parts(rdb), parts(other)
+			key := t.Name()
+			if tt.giveFirst > 0 {
+				require.NoError(t, mine.(throttle.Pauser).Pause(ctx, key, tt.giveFirst))
+			}
+			var bs []*booking
+			for i := range tt.giveN {
+				l := mine
+				if i%2 == 1 {
+					l = theirs // the other process
+				}
+				bs = append(bs, book(t, l.(Part), key, 1))
+			}
+			c.advance(tt.giveAfter)
+			// A booking due by now has been sent: its Wait returned.
+			sent := map[*booking]time.Duration{}
+			for _, b := range bs {
+				if b.Until() <= 0 {
+					sent[b] = c.now().Sub(start) + b.Until()
+				}
+			}
+			require.NoError(t, mine.(throttle.Pauser).Pause(ctx, key, tt.givePause))
+			due := func() []time.Duration {
+				var ds []time.Duration
+				for _, b := range bs {
+					d, ok := sent[b]
+					if !ok {
+						d = c.now().Sub(start) + b.Until()
+					}
+					ds = append(ds, d)
+				}
+				return ds
+			}
+			assert.Eventually(t, func() bool { // pub/sub reaches the other
+				return assert.ObjectsAreEqual(tt.want, due())
+			}, 5*time.Second, 5*ms)
+			assert.Equal(t, tt.want, due())
+			// No aligned window holds more than the limit, by due time.
+			perWindow := map[time.Duration]int{}
+			for _, d := range due() {
+				w := (start.Sub(epoch) + d) / tt.giveWindow
+				perWindow[w]++
+				assert.LessOrEqual(t, perWindow[w], 2, "window %d", w)
+			}
+		})
+	}
 }

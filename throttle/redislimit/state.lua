@@ -11,7 +11,9 @@ if now == 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- algorithms maps a part's algorithm name to its functions:
+-- defines maps an algorithm's name to the function that builds its
+-- table, so that a call builds only the algorithms its parts use.
+-- algorithms holds those built, by name. An algorithm's table has:
 --   params            the names of its parameters, in ARGV order
 --   load(p)           reads the part's state into p
 --   save(p)           writes it back, with a TTL no shorter than its time
@@ -23,7 +25,7 @@ end
 --                     booking's token, which cancel hands back
 --   give(p, token, n) gives back a booking if that keeps the bound
 --   shift(p, at, d)   moves every slot after at later by d (a pause)
-local algorithms = {}
+local defines, algorithms = {}, {}
 
 local function fmt(x)
   return string.format('%d', x)
@@ -41,19 +43,24 @@ end
 --   latest  the seq of the booking that may still be cancelled in full
 --           (-1: none)
 --   epoch   the pause epoch the part has applied
---   shift   the pause shift the part has applied
+--   shifted the pause shift the part has applied
 -- then the algorithm's own fields. Read one with redis-cli:
 --   EVAL "return struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))" 1 <key>
-local function loadPacked(p, fields)
-  p.fields = {'seq', 'latest', 'epoch', 'shift'}
-  for _, f in ipairs(fields) do p.fields[#p.fields + 1] = f end
-  p.layout = '<' .. string.rep('i8', #p.fields)
+local function packed(fields)
+  local all = {'seq', 'latest', 'epoch', 'shifted'}
+  for _, f in ipairs(fields) do all[#all + 1] = f end
+  return {fields = all, layout = '<' .. string.rep('i8', #all)}
+end
+
+-- loadPacked reads part p's state, laid out as packed(...) says.
+local function loadPacked(p, layout)
+  p.layout = layout
   local raw = redis.call('GET', p.key)
   p.new = not raw
   p.state = {}
   local v = {}
-  if raw then v = {struct.unpack(p.layout, raw)} end
-  for i, f in ipairs(p.fields) do p.state[f] = v[i] or 0 end
+  if raw then v = {struct.unpack(layout.layout, raw)} end
+  for i, f in ipairs(layout.fields) do p.state[f] = v[i] or 0 end
   if p.new then p.state.latest = -1 end
 end
 
@@ -65,8 +72,8 @@ local function savePacked(p, ttl)
     return
   end
   local v = {}
-  for i, f in ipairs(p.fields) do v[i] = p.state[f] end
-  redis.call('SET', p.key, struct.pack(p.layout, unpack(v)), 'PX', millis(ttl))
+  for i, f in ipairs(p.layout.fields) do v[i] = p.state[f] end
+  redis.call('SET', p.key, struct.pack(p.layout.layout, unpack(v)), 'PX', millis(ttl))
 end
 
 -- token joins a booking's numbers into the text cancel hands back.
