@@ -2,6 +2,8 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -176,6 +178,98 @@ func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
 				w := (start.Sub(epoch) + d) / tt.giveWindow
 				perWindow[w]++
 				assert.LessOrEqual(t, perWindow[w], 2, "window %d", w)
+			}
+		})
+	}
+}
+
+// TestFixedWindowModel runs random reservations, cancels, pauses and
+// waits on a fixed window, alone and under a token bucket, and checks
+// the rule both packages share: by the time each booking is actually due
+// (pauses included), no aligned window holds more than its limit, a unit
+// in a window's last tolerance counting in the next one too.
+func TestFixedWindowModel(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	ctx := context.Background()
+	const window, limit = 4 * time.Second, 3
+	tests := []struct {
+		name       string
+		giveTol    time.Duration
+		giveBucket bool
+	}{
+		{"alone", 0, false},
+		{"with tolerance", 300 * ms, false},
+		{"under a bucket", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for seed := range uint64(20) {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				c := newClock(time.Duration(rng.Int64N(int64(window))))
+				fw, err := NewFixedWindow(rdb, limit, window, c.option(), WithTolerance(tt.giveTol))
+				require.NoError(t, err)
+				var l Part = fw
+				if tt.giveBucket {
+					tb, err := NewTokenBucket(rdb, throttle.PerSecond(2), limit, c.option())
+					require.NoError(t, err)
+					l, err = All(tb, fw)
+					require.NoError(t, err)
+					defer tb.Close()
+				}
+				key := fmt.Sprintf("%s-%d", t.Name(), seed)
+				type unit struct {
+					b         *booking
+					n         int
+					sent      bool
+					due       time.Time
+					cancelled bool
+				}
+				var units []*unit
+				settle := func() { // a booking due by now is sent
+					for _, u := range units {
+						if !u.sent && !u.cancelled && u.b.Until() <= 0 {
+							u.sent, u.due = true, c.now().Add(u.b.Until())
+						}
+					}
+				}
+				for range 40 {
+					switch op := rng.IntN(10); {
+					case op < 5:
+						n := 1 + rng.IntN(limit)
+						units = append(units, &unit{b: book(t, l, key, n), n: n})
+					case op < 6 && len(units) > 0:
+						u := units[rng.IntN(len(units))]
+						if !u.sent && !u.cancelled {
+							require.NoError(t, u.b.Cancel(ctx))
+							u.cancelled = true
+						}
+					case op < 8:
+						settle()
+						require.NoError(t, l.part().Pause(ctx, key, time.Duration(rng.Int64N(int64(3*window)))))
+					default:
+						c.advance(time.Duration(rng.Int64N(int64(window))))
+						settle()
+					}
+				}
+				perWindow := map[int64]int{}
+				for _, u := range units {
+					if u.cancelled {
+						continue
+					}
+					due := u.due
+					if !u.sent {
+						due = c.now().Add(u.b.Until())
+					}
+					w := due.UnixMicro() / window.Microseconds()
+					perWindow[w] += u.n
+					if tt.giveTol > 0 && due.Add(tt.giveTol).UnixMicro()/window.Microseconds() != w {
+						perWindow[w+1] += u.n
+					}
+				}
+				for w, n := range perWindow {
+					assert.LessOrEqual(t, n, limit, "seed %d: window %d", seed, w)
+				}
+				require.NoError(t, fw.Close())
 			}
 		})
 	}
