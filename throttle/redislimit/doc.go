@@ -65,8 +65,8 @@
 //	HGETALL 'egress:{api.example.com}:pause'
 //	ZRANGE 'egress:{api.example.com}:sl:100/1m0s' 0 -1 WITHSCORES
 //
-// A fixed window or sliding counter packs eight numbers ('<i8' eight
-// times): the same four, then its window index, count, and spill (fixed
-// window) or previous count (counter), and the latest slot. The .lua
+// A fixed window packs eight numbers (the same four, then its window
+// index, count, spill and latest slot) followed by three per booking
+// still ahead; a sliding counter packs nine ('<i8' nine times). The .lua
 // files beside this package's Go files say what each field means.
 package redislimit
