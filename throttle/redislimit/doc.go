@@ -59,11 +59,12 @@
 // redis-cli, a bucket or window keeps its numbers packed in one string;
 // the token bucket's, for instance, are its booking count, the booking
 // that may still be cancelled, the pause epoch and shift it has applied,
-// and its theoretical arrival time (microseconds of the server's TIME):
+// and its theoretical arrival time (microseconds of the server's TIME),
+// then the offset of the next unread byte, which struct.unpack adds:
 //
-//	EVAL "return struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))" 1 'egress:{api.example.com}:tb:20/s'
+//	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
 //	HGETALL 'egress:{api.example.com}:pause'
-//	ZRANGE 'egress:{api.example.com}:sl:100/1m0s' 0 -1 WITHSCORES
+//	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
 //
 // A fixed window packs eight numbers (the same four, then its window
 // index, count, spill and latest slot) followed by three per booking

@@ -45,7 +45,7 @@ end
 --   epoch   the pause epoch the part has applied
 --   shifted the pause shift the part has applied
 -- then the algorithm's own fields. Read one with redis-cli:
---   EVAL "return struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))" 1 <key>
+--   EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 <key>
 local function packed(fields)
   local all = {'seq', 'latest', 'epoch', 'shifted'}
   for _, f in ipairs(fields) do all[#all + 1] = f end
