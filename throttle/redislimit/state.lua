@@ -12,7 +12,9 @@ if now == 0 then
 end
 
 -- defines maps an algorithm's name to the function that builds its
--- table, so that a call builds only the algorithms its parts use.
+-- table, so that a call builds only the algorithms its parts use: Redis
+-- runs the whole script body on every call, and Redis's time per call is
+-- what BenchmarkRedisDecision (≥ 0.9× redis_rate) comes down to.
 -- algorithms holds those built, by name. An algorithm's table has:
 --   params            the names of its parameters, in ARGV order
 --   load(p)           reads the part's state into p
