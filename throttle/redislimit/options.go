@@ -107,6 +107,11 @@ func WithPrefix(p string) Option {
 // always bounded by the context. Build the client with
 // ContextTimeoutEnabled: true, or with read and write timeouts no longer
 // than this one.
+//
+// Calls that start while another caller's is on the wire go together in
+// one pipeline, which the first of them sends. A caller waiting in line
+// gives up at its own deadline; the caller sending the pipeline waits for
+// it, bounded by the latest deadline of the calls in it.
 func WithTimeout(d time.Duration) Option {
 	return option{"WithTimeout", true, func(c *config) { c.timeout = d }}
 }
