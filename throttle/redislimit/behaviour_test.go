@@ -248,8 +248,8 @@ func TestInspect(t *testing.T) {
 		want    throttle.KeyState
 	}{
 		{"fresh bucket", tb.budget, 0, "a", throttle.KeyState{Remaining: 2}},
-		{"bucket in use", tb.budget, 1, "b", throttle.KeyState{Remaining: 1}},
-		{"bucket booked ahead", tb.budget, 4, "c", throttle.KeyState{Remaining: 0, Next: 300 * ms, Ahead: 2}},
+		{"bucket in use", tb.budget, 1, "b", throttle.KeyState{Remaining: 1, Ahead: 1}},
+		{"bucket booked ahead", tb.budget, 4, "c", throttle.KeyState{Remaining: 0, Next: 300 * ms, Ahead: 4}},
 		{"window full", fw.budget, 3, "d", throttle.KeyState{Remaining: 0, Next: 59 * time.Second}},
 		{"window booked ahead", fw.budget, 5, "e", throttle.KeyState{Remaining: 0, Next: 59 * time.Second, Ahead: 2}},
 		{"log booked ahead", sl.budget, 3, "f", throttle.KeyState{Remaining: 0, Next: 1000 * ms, Ahead: 1}},

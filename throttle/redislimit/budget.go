@@ -275,9 +275,9 @@ func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 
 // Inspect implements [throttle.Inspector]: it reads key's budget in one
 // script run and takes nothing. Ahead counts the units booked for slots
-// still in the future, in the part that holds most; the buckets count
-// the span booked past a full bucket in whole units, and a fixed window
-// or sliding counter counts the window booked ahead. When Redis cannot
+// still in the future, in the part that holds most, as in process: the
+// buckets report the span booked past now in whole units, and a sliding
+// counter reports 1 while anything is booked ahead. When Redis cannot
 // decide, Fallback inspects the local limiter if it can; otherwise the
 // error is returned.
 func (b *budget) Inspect(ctx context.Context, key string) (throttle.KeyState, error) {

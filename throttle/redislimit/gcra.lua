@@ -21,8 +21,9 @@ defines.tb = function()
 
   function gcra.remaining(p) return gcraLeft(p, now) end
 
+  -- ahead reports the span booked past now in whole units, rounded up.
   function gcra.ahead(p)
-    return math.max(math.ceil((p.state.tat - now) / p.interval) - p.burst, 0)
+    return math.ceil(math.max(p.state.tat - now, 0) / p.interval)
   end
 
   function gcra.book(p, slot, n)
