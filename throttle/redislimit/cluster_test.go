@@ -2,6 +2,8 @@ package redislimit
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +71,28 @@ func TestCluster(t *testing.T) {
 	sleeper := book(t, elsewhere, "p", 1)
 	require.NoError(t, perSecond.Pause(ctx, "p", time.Second))
 	require.Eventually(t, func() bool { return sleeper.Until() == time.Second }, 5*time.Second, 5*ms)
+
+	// Calls on many keys at once go out in pipelines, which the cluster
+	// client splits by node: every key grants exactly its burst.
+	hourly, err := NewTokenBucket(rdb, throttle.Rate{N: 1, Per: time.Hour}, 20, c.option())
+	require.NoError(t, err)
+	closeAll(t, hourly)
+	keys := []string{"k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8"}
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 2 * 20 * len(keys) / 32 {
+				ok, err := hourly.AllowN(ctx, keys[(g+i)%len(keys)], 1)
+				assert.NoError(t, err)
+				if ok {
+					granted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(20*len(keys)), granted.Load())
 
 	// A script flush on every node: the next call loads it again.
 	require.NoError(t, rdb.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
