@@ -270,42 +270,43 @@ func TestInspect(t *testing.T) {
 	}
 }
 
+// TestKeys runs on the server's own time, since keys expire in real
+// time: every key of a budget shares the hash tag, and expires no sooner
+// than it returns to fresh and not much later.
 func TestKeys(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
-	c := newClock(0)
-	client, err := NewClient(rdb, WithPrefix("p:"), c.option())
+	client, err := NewClient(rdb, WithPrefix("p:"))
 	require.NoError(t, err)
 	closeAll(t, client)
-	tb, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithClient(client))
+	tb, err := NewTokenBucket(rdb, throttle.PerMinute(1), 1, WithClient(client))
 	require.NoError(t, err)
-	lb, err := NewLeakyBucket(rdb, throttle.PerSecond(1), 1, WithClient(client))
+	lb, err := NewLeakyBucket(rdb, throttle.PerMinute(1), 1, WithClient(client))
 	require.NoError(t, err)
-	sl, err := NewSlidingWindow(rdb, 5, 10*time.Second, WithClient(client))
+	sl, err := NewSlidingWindow(rdb, 5, time.Minute, WithClient(client))
 	require.NoError(t, err)
-	swc, err := NewSlidingWindowCounter(rdb, 5, 10*time.Second, WithClient(client))
+	swc, err := NewSlidingWindowCounter(rdb, 5, time.Minute, WithClient(client))
 	require.NoError(t, err)
-	fw, err := NewFixedWindow(rdb, 5, 10*time.Second, WithClient(client), WithWindowOffset(time.Second))
+	fw, err := NewFixedWindow(rdb, 5, time.Minute, WithClient(client), WithWindowOffset(time.Second))
 	require.NoError(t, err)
 	every, err := All(tb, lb, sl, swc, fw)
 	require.NoError(t, err)
 
 	reserve(t, every, "api", 1, -1)
 	require.NoError(t, every.Pause(ctx, "api", 5*time.Second))
-	want := []string{"p:{api}:fw:5/10s+1s", "p:{api}:lb:1/s", "p:{api}:pause", "p:{api}:sl:5/10s", "p:{api}:swc:5/10s", "p:{api}:tb:1/s"}
+	want := []string{"p:{api}:fw:5/min+1s", "p:{api}:lb:1/min", "p:{api}:pause", "p:{api}:sl:5/min", "p:{api}:swc:5/min", "p:{api}:tb:1/min"}
 	got, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, got)
-	// Every key expires, no sooner than it returns to fresh and not
-	// much later: the longest is the counter's two 10 s windows, which
-	// the pause moved 5 s later, and the pause state outlives the parts
-	// by a second.
+	// The bucket is full again a minute after its unit, the log once its
+	// unit leaves the window, the windows after the next one; the pause
+	// moved them all 5 s later, and its own state outlives them by 1 s.
 	for _, k := range got {
 		ttl, err := rdb.PTTL(ctx, k).Result()
 		require.NoError(t, err)
-		assert.Positive(t, ttl, k)
-		assert.LessOrEqual(t, ttl, 27*time.Second, k)
+		assert.Greater(t, ttl, 30*time.Second, k)
+		assert.LessOrEqual(t, ttl, 2*time.Minute+7*time.Second, k)
 	}
 }
 

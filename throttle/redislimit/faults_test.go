@@ -79,7 +79,7 @@ func TestRestart(t *testing.T) {
 			ctx := context.Background()
 			var o observed
 			l, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1000,
-				WithFailurePolicy(tt.givePolicy), WithTimeout(100*time.Millisecond), WithObserver(o.observe))
+				WithFailurePolicy(tt.givePolicy), WithTimeout(5*time.Second), WithObserver(o.observe))
 			require.NoError(t, err)
 			defer l.Close()
 			key := "restart"
@@ -143,8 +143,10 @@ func TestSlowRedis(t *testing.T) {
 			l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 10, WithTimeout(50*time.Millisecond))
 			require.NoError(t, err)
 			defer l.Close()
-			_, err = l.Reserve(ctx, "k", 1, 0) // load the script
-			require.NoError(t, err)
+			// Load the script without the 50 ms bound, which a busy
+			// machine may miss.
+			require.NoError(t, rdb.ScriptLoad(ctx, l.client.script.src).Err())
+			l.client.script.loaded.Store(true)
 
 			blocker := s.client(t)
 			go func() { _ = blocker.Do(ctx, "DEBUG", "SLEEP", "30").Err() }()

@@ -35,7 +35,19 @@ func (c *clock) advance(d time.Duration) { c.us.Add(d.Microseconds()) }
 
 func (c *clock) now() time.Time { return time.UnixMicro(c.us.Load()) }
 
-func (c *clock) option() Option { return withFrozenTime(&c.us) }
+// option freezes the scripts' time at the clock's, and lets calls take
+// a minute: on a busy machine a slow call is no outage, unless the test
+// says otherwise with a WithTimeout after it.
+func (c *clock) option() Option { return options{withFrozenTime(&c.us), WithTimeout(time.Minute)} }
+
+// options applies several options as one.
+type options []Option
+
+func (o options) apply(c *config) {
+	for _, x := range o {
+		x.apply(c)
+	}
+}
 
 // reserve reserves and fails the test on error.
 func reserve(t testing.TB, l throttle.Limiter, key string, n int, maxWait time.Duration) *throttle.Reservation {

@@ -119,8 +119,8 @@ func (b *batcher) run(batch []*call, s *script, rdb redis.Scripter) {
 			continue
 		}
 		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok || d.After(end) {
-			end = d // every call reaches run through Client.run, with a deadline
+		if d, ok := c.ctx.Deadline(); ok && d.After(end) {
+			end = d // every call comes through Client.run, with a deadline
 		}
 	}
 	if len(live) == 1 {
@@ -131,8 +131,12 @@ func (b *batcher) run(batch []*call, s *script, rdb redis.Scripter) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, stop := context.WithDeadline(context.WithoutCancel(live[0].ctx), end)
-	defer stop()
+	ctx := context.WithoutCancel(live[0].ctx)
+	if !end.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, end)
+		defer stop()
+	}
 	p := b.pipe.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, c := range live {
