@@ -33,6 +33,13 @@ type subscriber interface {
 // another process only if this process calls Redis for the key again
 // before the caller wakes.
 //
+// Pub/sub delivers at most once. A lost message about a pause is made up
+// for by the next reply on the key, but the pushes of a [FixedWindow]
+// (bookings that a pause moves past a full window's reset) travel only
+// in the message and in the reply to the Pause itself: a process that
+// misses the message wakes those sleepers at the uniform shift, up to a
+// window early.
+//
 // A Client is safe for concurrent use.
 type Client struct {
 	rdb      redis.Scripter
