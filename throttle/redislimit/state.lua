@@ -86,8 +86,7 @@ local function savePacked(p, ttl)
 end
 
 -- token joins a booking's numbers into the text cancel hands back.
+local tokenFormats = {'%d', '%d:%d', '%d:%d:%d', '%d:%d:%d:%d'}
 local function token(...)
-  local parts = {}
-  for i, v in ipairs({...}) do parts[i] = fmt(v) end
-  return table.concat(parts, ':')
+  return string.format(tokenFormats[select('#', ...)], ...)
 end
