@@ -87,7 +87,7 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 	closeAll(t, l)
 	reserve(t, l, "k", 1, 0) // load the script
 
-	go func() { _ = s.client(t).Do(ctx, "DEBUG", "SLEEP", "2").Err() }()
+	go func() { _ = s.client(t).Do(ctx, "DEBUG", "SLEEP", "1").Err() }()
 	require.Eventually(t, func() bool { // the sleep has begun
 		c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ReadTimeout: 20 * time.Millisecond})
 		defer c.Close()
