@@ -10,15 +10,15 @@ import (
 // Part is implemented by the limiters of this package, so that [All] can
 // book several limits on a key in one script.
 type Part interface {
-	part() *limiter
+	part() *budget
 }
 
-func (l *limiter) part() *limiter { return l }
+func (b *budget) part() *budget { return b }
 
 // Composite is the limiter [All] returns: every part's limit on a key,
 // booked together in one script.
 type Composite struct {
-	*limiter
+	*budget
 }
 
 // All returns a limiter that grants units only when every part grants
@@ -30,35 +30,40 @@ type Composite struct {
 //	perDay, _ := redislimit.NewFixedWindow(rdb, 10_000, 24*time.Hour)
 //	both, _ := redislimit.All(perSecond, perDay)
 //
-// Compare [throttle.All] over these limiters: it reserves them one by
-// one, in separate round trips, and cancels the earlier ones when a later
-// one refuses, so it is best effort where All is atomic.
+// [throttle.All] over these limiters books them one by one, in separate
+// round trips, at a common slot through [throttle.Deferrer]; All does it
+// in one.
 //
-// The parts must share one client and one prefix; the Composite uses the
-// first part's client, options and listener. It implements
-// [throttle.Limiter], [throttle.Pauser] and [throttle.Allower]; its Pause
-// pauses the key for every part at once. Closing the parts closes it.
+// The parts must share one redis client and prefix. The Composite runs
+// on the first part's [Client] and failure policy. It implements
+// [throttle.Limiter], [throttle.Deferrer], [throttle.Pauser],
+// [throttle.Allower] and [throttle.Inspector]; its Pause pauses the key
+// for every part at once.
 func All(parts ...Part) (*Composite, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("redislimit: All has no parts")
 	}
 	first := parts[0].part()
-	var specs []spec
+	var limits []limit
 	for i, p := range parts {
-		l := p.part()
-		if !sameClient(l.c.rdb, first.c.rdb) {
+		b := p.part()
+		if !sameClient(b.client.rdb, first.client.rdb) {
 			return nil, fmt.Errorf("redislimit: All's part %d uses another client than part 0", i)
 		}
-		if l.c.cfg.prefix != first.c.cfg.prefix {
-			return nil, fmt.Errorf("redislimit: All's part %d has prefix %q, part 0 %q", i, l.c.cfg.prefix, first.c.cfg.prefix)
+		if b.client.prefix != first.client.prefix {
+			return nil, fmt.Errorf("redislimit: All's part %d has prefix %q, part 0 %q", i, b.client.prefix, first.client.prefix)
 		}
-		for _, s := range l.specs {
-			if !hasSuffix(specs, s.suffix) {
-				specs = append(specs, s)
+		for _, l := range b.limits {
+			if !hasSuffix(limits, l.suffix) {
+				limits = append(limits, l)
 			}
 		}
 	}
-	return &Composite{limiter: newLimiter(first.c, specs...)}, nil
+	c := &budget{client: first.client, limits: limits, most: limits[0].most, policy: first.policy, horizons: first.horizons}
+	for _, l := range limits[1:] {
+		c.most = min(c.most, l.most)
+	}
+	return &Composite{budget: c}, nil
 }
 
 // sameClient compares two clients without panicking on a client type
@@ -68,15 +73,15 @@ func sameClient(a, b redis.Scripter) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-func hasSuffix(specs []spec, suffix string) bool {
-	for _, s := range specs {
-		if s.suffix == suffix {
+func hasSuffix(limits []limit, suffix string) bool {
+	for _, l := range limits {
+		if l.suffix == suffix {
 			return true
 		}
 	}
 	return false
 }
 
-// Close does nothing: the Composite shares its first part's client and
-// listener, which that part's Close stops.
+// Close does nothing: a Composite owns no [Client]. It runs on its first
+// part's, which that part's Close (or the Client's owner) closes.
 func (c *Composite) Close() error { return nil }

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -13,70 +14,53 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
-const ms = time.Millisecond
-
 func TestCancel(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
 	tests := []struct {
-		name      string
-		giveLimit func(c *clock) (*limiter, error)
-		giveN     int           // reservations to make
-		giveOrder []int         // which to cancel, in order
-		giveTwice bool          // resend each cancel, as go-redis may
-		wantNext  time.Duration // Delay of the next reservation
+		name        string
+		giveLimit   func(c *clock) (Part, error)
+		giveN       int           // reservations to make
+		giveAdvance time.Duration // time passing before the cancels
+		giveOrder   []int         // which to cancel, in order
+		giveTwice   bool          // resend each cancel, as go-redis may
+		wantNext    time.Duration // Delay of the next reservation
 	}{
 		{name: "latest gives back all", giveN: 3, giveOrder: []int{2}, wantNext: 200 * ms},
 		{name: "earlier gives back nothing", giveN: 3, giveOrder: []int{1}, wantNext: 300 * ms},
 		{name: "latest then earlier gives back both", giveN: 3, giveOrder: []int{2, 1}, wantNext: 100 * ms},
 		{name: "resent cancel gives back once", giveN: 3, giveOrder: []int{2}, giveTwice: true, wantNext: 200 * ms},
 		{name: "resent cancels in a row give back each once", giveN: 3, giveOrder: []int{2, 1}, giveTwice: true, wantNext: 100 * ms},
-		{name: "passed slot gives back nothing", giveN: 1, giveOrder: []int{0}, wantNext: 100 * ms},
+		{name: "due slot gives back all", giveN: 1, giveOrder: []int{0}, wantNext: 0},
+		{name: "passed slot gives back nothing", giveN: 1, giveAdvance: ms, giveOrder: []int{0}, wantNext: 99 * ms},
 		{
 			name: "sliding log gives back any future units", giveN: 3, giveOrder: []int{1}, wantNext: time.Second,
-			giveLimit: func(c *clock) (*limiter, error) {
-				l, err := NewSlidingWindow(rdb, 2, time.Second, c.option())
-				if err != nil {
-					return nil, err
-				}
-				return l.limiter, nil
-			},
+			giveLimit: func(c *clock) (Part, error) { return NewSlidingWindow(rdb, 2, time.Second, c.option()) },
 		},
 		{
 			name: "fixed window resent cancel gives back once", giveN: 3, giveOrder: []int{2}, giveTwice: true, wantNext: 59 * time.Second,
-			giveLimit: func(c *clock) (*limiter, error) {
-				l, err := NewFixedWindow(rdb, 2, time.Minute, c.option())
-				if err != nil {
-					return nil, err
-				}
-				return l.limiter, nil
-			},
+			giveLimit: func(c *clock) (Part, error) { return NewFixedWindow(rdb, 2, time.Minute, c.option()) },
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClock(t, rdb, time.Minute, time.Second)
+			c := newClock(time.Second)
 			newLimit := tt.giveLimit
 			if newLimit == nil {
-				newLimit = func(c *clock) (*limiter, error) {
-					l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
-					if err != nil {
-						return nil, err
-					}
-					return l.limiter, nil
+				newLimit = func(c *clock) (Part, error) {
+					return NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
 				}
 			}
-			l, err := newLimit(c)
+			p, err := newLimit(c)
 			require.NoError(t, err)
+			l := p.part()
 			closeAll(t, l)
 			var bs []*booking
 			for range tt.giveN {
-				_, b, err := l.book(ctx, t.Name(), 1, -1, true)
-				require.NoError(t, err)
-				require.NotNil(t, b)
-				bs = append(bs, b)
+				bs = append(bs, book(t, l, t.Name(), 1))
 			}
+			c.advance(tt.giveAdvance)
 			for _, i := range tt.giveOrder {
 				require.NoError(t, bs[i].Cancel(ctx))
 				if tt.giveTwice {
@@ -85,7 +69,7 @@ func TestCancel(t *testing.T) {
 			}
 			next := reserve(t, l, t.Name(), 1, -1)
 			require.True(t, next.OK)
-			assert.InDelta(t, tt.wantNext, next.Delay, float64(20*ms))
+			assert.Equal(t, tt.wantNext, next.Delay)
 		})
 	}
 }
@@ -93,9 +77,9 @@ func TestCancel(t *testing.T) {
 func TestPause(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
-	other := s.client(t) // another connection, and another listener: another worker
+	other := s.client(t) // another connection and Client: another process
 	ctx := context.Background()
-	c := newClock(t, rdb, 0, 0)
+	c := newClock(0)
 	a, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
 	require.NoError(t, err)
 	b, err := NewTokenBucket(other, throttle.PerSecond(10), 1, c.option())
@@ -104,39 +88,72 @@ func TestPause(t *testing.T) {
 	key := "pause"
 
 	reserve(t, a, key, 1, -1) // now
-	_, mine, err := a.book(ctx, key, 1, -1, true)
-	require.NoError(t, err)
-	_, theirs, err := b.book(ctx, key, 1, -1, true)
-	require.NoError(t, err)
-	assert.InDelta(t, 100*ms, mine.Until(), float64(20*ms))
-	assert.InDelta(t, 200*ms, theirs.Until(), float64(20*ms))
+	mine := book(t, a, key, 1)
+	theirs := book(t, b, key, 1)
+	assert.Equal(t, 100*ms, mine.Until())
+	assert.Equal(t, 200*ms, theirs.Until())
 
 	require.NoError(t, a.Pause(ctx, key, time.Second))
-	// The pauser learns from the reply; the other worker through pub/sub.
-	assert.InDelta(t, 1100*ms, mine.Until(), float64(30*ms))
-	require.Eventually(t, func() bool { return theirs.Until() > time.Second }, time.Second, 5*ms)
-	assert.InDelta(t, 1200*ms, theirs.Until(), float64(30*ms))
+	// The pauser learns from the reply; the other process through pub/sub.
+	assert.Equal(t, 1100*ms, mine.Until())
+	require.Eventually(t, func() bool { return theirs.Until() > time.Second }, 5*time.Second, 5*ms)
+	assert.Equal(t, 1200*ms, theirs.Until())
 
 	next := reserve(t, b, key, 1, -1)
-	assert.InDelta(t, 1300*ms, next.Delay, float64(30*ms), "new bookings queue after the shifted ones")
+	assert.Equal(t, 1300*ms, next.Delay, "new bookings queue after the shifted ones")
 
 	// A pause that ends before the current one changes nothing.
 	require.NoError(t, b.Pause(ctx, key, 500*ms))
-	assert.InDelta(t, 1100*ms, mine.Until(), float64(30*ms))
+	assert.Equal(t, 1100*ms, mine.Until())
 	after := reserve(t, a, key, 1, -1)
-	assert.InDelta(t, 1400*ms, after.Delay, float64(30*ms))
+	assert.Equal(t, 1400*ms, after.Delay)
 
 	// Once the pause is over, sending resumes at the rate.
-	c.advance(2 * time.Second)
+	c.advance(1500 * ms)
 	resumed := reserve(t, a, key, 1, 0)
 	assert.True(t, resumed.OK)
+	refused := reserve(t, a, key, 1, 0)
+	assert.False(t, refused.OK)
+	assert.Equal(t, 100*ms, refused.Delay)
+}
+
+// TestPauseExtremes pauses by the smallest and largest durations: a
+// huge pause is clamped as in process, never overflows into no pause.
+func TestPauseExtremes(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		give       time.Duration
+		wantPaused time.Duration
+	}{
+		{"zero", 0, 0},
+		{"one nanosecond", time.Nanosecond, time.Microsecond},
+		{"an hour", time.Hour, time.Hour},
+		{"clamped", maxPause + time.Hour, maxPause.Truncate(time.Microsecond) + time.Microsecond},
+		{"MaxInt64", math.MaxInt64, maxPause.Truncate(time.Microsecond) + time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(0)
+			l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
+			require.NoError(t, err)
+			closeAll(t, l)
+			require.NoError(t, l.Pause(ctx, t.Name(), tt.give))
+			st, err := l.Inspect(ctx, t.Name())
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantPaused, st.Paused)
+			r := reserve(t, l, t.Name(), 1, -1)
+			assert.Equal(t, tt.wantPaused, r.Delay)
+		})
+	}
 }
 
 func TestPauseReachesOtherLimitersOnTheKey(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
-	c := newClock(t, rdb, time.Minute, time.Second)
+	c := newClock(time.Second)
 	bucket, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
 	require.NoError(t, err)
 	window, err := NewFixedWindow(rdb, 100, time.Minute, c.option())
@@ -145,13 +162,13 @@ func TestPauseReachesOtherLimitersOnTheKey(t *testing.T) {
 
 	require.NoError(t, bucket.Pause(ctx, "k", 500*ms))
 	r := reserve(t, window, "k", 1, -1)
-	assert.InDelta(t, 500*ms, r.Delay, float64(20*ms))
+	assert.Equal(t, 500*ms, r.Delay)
 }
 
 func TestAllIsAtomic(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
-	c := newClock(t, rdb, 24*time.Hour, time.Hour)
+	c := newClock(time.Hour)
 	perSecond, err := NewTokenBucket(rdb, throttle.PerSecond(20), 20, c.option())
 	require.NoError(t, err)
 	perDay, err := NewFixedWindow(rdb, 5, 24*time.Hour, c.option())
@@ -166,7 +183,7 @@ func TestAllIsAtomic(t *testing.T) {
 	}
 	refused := reserve(t, both, "k", 1, time.Hour)
 	assert.False(t, refused.OK, "the daily part is spent")
-	assert.InDelta(t, 22*time.Hour, refused.Delay, float64(time.Second), "until the slot is within maxWait")
+	assert.Equal(t, 22*time.Hour, refused.Delay, "until the slot is within maxWait")
 
 	// The per-second part was left untouched by the refusal.
 	r := reserve(t, perSecond, "k", 1, 0)
@@ -176,67 +193,209 @@ func TestAllIsAtomic(t *testing.T) {
 	// Booked together, both parts get the day's next slot.
 	tomorrow := reserve(t, both, "k", 1, -1)
 	require.True(t, tomorrow.OK)
-	assert.InDelta(t, 23*time.Hour, tomorrow.Delay, float64(time.Second))
+	assert.Equal(t, 23*time.Hour, tomorrow.Delay)
 }
 
+// TestReserveAfter books no earlier than the given delay from the
+// server's now, and counts it against maxWait.
+func TestReserveAfter(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	ctx := context.Background()
+	tests := []struct {
+		name        string
+		giveAfter   time.Duration
+		giveMaxWait time.Duration
+		wantOK      bool
+		wantDelay   time.Duration
+	}{
+		{"no delay", 0, 0, true, 0},
+		{"negative is none", -time.Second, 0, true, 0},
+		{"later", 250 * ms, -1, true, 250 * ms},
+		{"within maxWait", 250 * ms, 250 * ms, true, 250 * ms},
+		{"past maxWait", 250 * ms, 200 * ms, false, 50 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(0)
+			l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 5, c.option())
+			require.NoError(t, err)
+			closeAll(t, l)
+			r, err := l.ReserveAfter(ctx, t.Name(), 1, tt.giveAfter, tt.giveMaxWait)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantOK, r.OK)
+			assert.Equal(t, tt.wantDelay, r.Delay)
+		})
+	}
+}
+
+// TestInspect reads a budget without taking from it.
+func TestInspect(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	ctx := context.Background()
+	c := newClock(time.Second)
+	tb, err := NewTokenBucket(rdb, throttle.PerSecond(10), 2, c.option())
+	require.NoError(t, err)
+	fw, err := NewFixedWindow(rdb, 3, time.Minute, c.option())
+	require.NoError(t, err)
+	sl, err := NewSlidingWindow(rdb, 2, time.Second, c.option())
+	require.NoError(t, err)
+	closeAll(t, tb, fw, sl)
+	tests := []struct {
+		name    string
+		give    *budget
+		giveN   int // units reserved first, one at a time
+		giveKey string
+		want    throttle.KeyState
+	}{
+		{"fresh bucket", tb.budget, 0, "a", throttle.KeyState{Remaining: 2}},
+		{"bucket in use", tb.budget, 1, "b", throttle.KeyState{Remaining: 1, Ahead: 1}},
+		{"bucket booked ahead", tb.budget, 4, "c", throttle.KeyState{Remaining: 0, Next: 300 * ms, Ahead: 4}},
+		{"window full", fw.budget, 3, "d", throttle.KeyState{Remaining: 0, Next: 59 * time.Second}},
+		{"window booked ahead", fw.budget, 5, "e", throttle.KeyState{Remaining: 0, Next: 59 * time.Second, Ahead: 2}},
+		{"log booked ahead", sl.budget, 3, "f", throttle.KeyState{Remaining: 0, Next: 1000 * ms, Ahead: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range tt.giveN {
+				reserve(t, tt.give, tt.giveKey, 1, -1)
+			}
+			got, err := tt.give.Inspect(ctx, tt.giveKey)
+			require.NoError(t, err)
+			tt.want.Key = tt.giveKey
+			assert.Equal(t, tt.want, got)
+			again, err := tt.give.Inspect(ctx, tt.giveKey)
+			require.NoError(t, err)
+			assert.Equal(t, got, again, "Inspect takes nothing")
+		})
+	}
+}
+
+// TestKeys runs on the server's own time, since keys expire in real
+// time: every key of a budget shares the hash tag, and expires no sooner
+// than it returns to fresh and not much later.
 func TestKeys(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
-	tb, err := NewTokenBucket(rdb, throttle.PerSecond(100), 1, WithPrefix("p:"))
+	client, err := NewClient(rdb, WithPrefix("p:"))
 	require.NoError(t, err)
-	lb, err := NewLeakyBucket(rdb, throttle.PerSecond(100), 1, WithPrefix("p:"))
+	closeAll(t, client)
+	tb, err := NewTokenBucket(rdb, throttle.PerMinute(1), 1, WithClient(client))
 	require.NoError(t, err)
-	sl, err := NewSlidingWindow(rdb, 5, 100*ms, WithPrefix("p:"))
+	lb, err := NewLeakyBucket(rdb, throttle.PerMinute(1), 1, WithClient(client))
 	require.NoError(t, err)
-	swc, err := NewSlidingWindowCounter(rdb, 5, 100*ms, WithPrefix("p:"))
+	sl, err := NewSlidingWindow(rdb, 5, time.Minute, WithClient(client))
 	require.NoError(t, err)
-	fw, err := NewFixedWindow(rdb, 5, 100*ms, WithPrefix("p:"), WithWindowOffset(10*ms))
+	swc, err := NewSlidingWindowCounter(rdb, 5, time.Minute, WithClient(client))
 	require.NoError(t, err)
-	closeAll(t, tb, lb, sl, swc, fw)
+	fw, err := NewFixedWindow(rdb, 5, time.Minute, WithClient(client), WithWindowOffset(time.Second))
+	require.NoError(t, err)
 	every, err := All(tb, lb, sl, swc, fw)
 	require.NoError(t, err)
 
 	reserve(t, every, "api", 1, -1)
-	require.NoError(t, every.Pause(ctx, "api", 50*ms))
-	want := []string{"p:{api}:fw:5/100ms+10ms", "p:{api}:lb:100/s", "p:{api}:pause", "p:{api}:sl:5/100ms", "p:{api}:swc:5/100ms", "p:{api}:tb:100/s"}
+	require.NoError(t, every.Pause(ctx, "api", 5*time.Second))
+	want := []string{"p:{api}:fw:5/min+1s", "p:{api}:lb:1/min", "p:{api}:pause", "p:{api}:sl:5/min", "p:{api}:swc:5/min", "p:{api}:tb:1/min"}
 	got, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, got)
+	// The bucket is full again a minute after its unit, the log once its
+	// unit leaves the window, the windows after the next one; the pause
+	// moved them all 5 s later, and its own state outlives them by 1 s.
 	for _, k := range got {
 		ttl, err := rdb.PTTL(ctx, k).Result()
 		require.NoError(t, err)
-		assert.Positive(t, ttl, k)
+		assert.Greater(t, ttl, 30*time.Second, k)
+		assert.LessOrEqual(t, ttl, 2*time.Minute+7*time.Second, k)
 	}
-	// Nothing outlives its return to fresh by much.
-	require.Eventually(t, func() bool { return rdb.DBSize(ctx).Val() == 0 }, 3*time.Second, 20*ms)
+}
+
+func TestClientIsShared(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	client, err := NewClient(rdb)
+	require.NoError(t, err)
+	a, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, WithClient(client))
+	require.NoError(t, err)
+	b, err := NewFixedWindow(rdb, 10, time.Minute, WithClient(client))
+	require.NoError(t, err)
+	assert.Same(t, a.client, b.client)
+
+	require.NoError(t, a.Close())
+	_, err = b.Reserve(ctx, "k", 1, 0)
+	assert.NoError(t, err, "closing a limiter leaves a shared Client open")
+	subs, err := rdb.PubSubNumSub(ctx, DefaultPrefix+channelSuffix).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), subs[DefaultPrefix+channelSuffix], "one subscription per Client")
+
+	require.NoError(t, client.Close())
+	require.NoError(t, client.Close(), "Close is idempotent")
+	_, err = b.Reserve(ctx, "k", 1, 0)
+	assert.ErrorIs(t, err, ErrClosed)
 }
 
 func TestBadConfig(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
+	other := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer other.Close()
+	client, err := NewClient(rdb)
+	require.NoError(t, err)
+	defer client.Close()
 	tests := []struct {
-		name string
-		give func() error
+		name     string
+		give     func() error
+		wantText string
 	}{
-		{"prefix with {", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithPrefix("a{")); return err }},
-		{"prefix with }", func() error { _, err := NewFixedWindow(rdb, 1, time.Second, WithPrefix("a}")); return err }},
+		{"prefix with {", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithPrefix("a{")); return err }, "WithPrefix"},
+		{"prefix with }", func() error { _, err := NewFixedWindow(rdb, 1, time.Second, WithPrefix("a}")); return err }, "WithPrefix"},
 		{"long prefix", func() error {
 			_, err := NewSlidingWindow(rdb, 1, time.Second, WithPrefix(string(make([]byte, MaxPrefixLen+1))))
 			return err
-		}},
-		{"burst 0", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 0); return err }},
-		{"capacity 0", func() error { _, err := NewLeakyBucket(rdb, throttle.PerSecond(1), 0); return err }},
-		{"limit 0", func() error { _, err := NewSlidingWindowCounter(rdb, 0, time.Second); return err }},
-		{"zero window", func() error { _, err := NewSlidingWindow(rdb, 1, 0); return err }},
-		{"tolerance past window", func() error { _, err := NewFixedWindow(rdb, 1, time.Second, WithTolerance(time.Second)); return err }},
-		{"zero timeout", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithTimeout(0)); return err }},
-		{"nil option", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, nil); return err }},
-		{"bad rate", func() error { _, err := NewTokenBucket(rdb, throttle.Rate{}, 1); return err }},
+		}, "MaxPrefixLen"},
+		{"burst 0", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 0); return err }, "burst"},
+		{"negative capacity", func() error { _, err := NewLeakyBucket(rdb, throttle.PerSecond(1), -1); return err }, "capacity"},
+		{"limit 0", func() error { _, err := NewSlidingWindowCounter(rdb, 0, time.Second); return err }, "limit"},
+		{"zero window", func() error { _, err := NewSlidingWindow(rdb, 1, 0); return err }, "window"},
+		{"tolerance past window", func() error { _, err := NewFixedWindow(rdb, 1, time.Second, WithTolerance(time.Second)); return err }, "WithTolerance"},
+		{"negative tolerance", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithTolerance(-1)); return err }, "WithTolerance"},
+		{"zero timeout", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithTimeout(0)); return err }, "WithTimeout"},
+		{"bad rate", func() error { _, err := NewTokenBucket(rdb, throttle.Rate{}, 1); return err }, "throttle"},
+		{"client option beside WithClient", func() error {
+			_, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithClient(client), WithPrefix("x:"))
+			return err
+		}, "WithPrefix"},
+		{"WithClient on another client", func() error {
+			_, err := NewTokenBucket(other, throttle.PerSecond(1), 1, WithClient(client))
+			return err
+		}, "another redis client"},
+		{"limiter option to NewClient", func() error { _, err := NewClient(rdb, WithTolerance(ms)); return err }, "WithTolerance"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Error(t, tt.give())
+			err := tt.give()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantText)
+		})
+	}
+}
+
+func TestProgrammerErrorsPanic(t *testing.T) {
+	tests := []struct {
+		name string
+		give func()
+	}{
+		{"nil option", func() { _, _ = NewTokenBucket(fakeScripter{}, throttle.PerSecond(1), 1, nil) }},
+		{"nil scripter", func() { _, _ = NewTokenBucket(nil, throttle.PerSecond(1), 1) }},
+		{"nil observer", func() { WithObserver(nil) }},
+		{"nil client", func() { WithClient(nil) }},
+		{"nil policy", func() { WithFailurePolicy(nil) }},
+		{"nil fallback", func() { Fallback(nil) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Panics(t, tt.give)
 		})
 	}
 }

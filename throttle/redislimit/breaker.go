@@ -33,6 +33,7 @@ type Event struct {
 // failure it turns calls away, except one probe every ProbeInterval.
 type breaker struct {
 	observer func(Event)
+	now      func() int64 // local monotonic nanoseconds
 
 	// shut mirrors open, so that calls while Redis answers take no lock.
 	shut atomic.Bool
@@ -40,8 +41,8 @@ type breaker struct {
 	// mu guards the fields below.
 	mu      sync.Mutex
 	open    bool
-	since   time.Time // first failure of the outage
-	probeAt time.Time // when the last call or probe failed or started
+	since   int64 // first failure of the outage
+	probeAt int64 // when the last call or probe failed or started
 }
 
 // admit reports whether a call may go to Redis now.
@@ -54,10 +55,11 @@ func (b *breaker) admit() bool {
 	if !b.open {
 		return true
 	}
-	if time.Since(b.probeAt) < ProbeInterval {
+	now := b.now()
+	if now-b.probeAt < int64(ProbeInterval) {
 		return false
 	}
-	b.probeAt = time.Now()
+	b.probeAt = now
 	return true
 }
 
@@ -73,7 +75,7 @@ func (b *breaker) succeeded() {
 	}
 	b.open = false
 	b.shut.Store(false)
-	down := time.Since(b.since)
+	down := time.Duration(b.now() - b.since)
 	b.mu.Unlock()
 	b.notify(Event{Recovered: true, Down: down})
 }
@@ -81,13 +83,13 @@ func (b *breaker) succeeded() {
 // failed records a call that Redis could not answer.
 func (b *breaker) failed(err error) {
 	b.mu.Lock()
-	now := time.Now()
+	now := b.now()
 	if !b.open {
 		b.open, b.since = true, now
 		b.shut.Store(true)
 	}
 	b.probeAt = now
-	down := now.Sub(b.since)
+	down := time.Duration(now - b.since)
 	b.mu.Unlock()
 	b.notify(Event{Err: err, Down: down})
 }
@@ -97,6 +99,14 @@ func (b *breaker) notify(e Event) {
 		b.observer(e)
 	}
 }
+
+// cannotServe are the error prefixes by which a Redis server says that it
+// cannot serve now, whatever the call: a replica after a failover, a
+// server loading its data or that lost its master, a cluster that is
+// down or resharding, a server stuck in a long script, without enough
+// replicas, failing to persist or out of memory. MOVED and ASK are not
+// among them: the cluster client follows those.
+var cannotServe = [...]string{"READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "MISCONF", "OOM"}
 
 // unavailable reports whether err means Redis could not decide, as
 // opposed to a reply that says the call itself was wrong.
@@ -117,7 +127,7 @@ func unavailable(err error) bool {
 		errors.As(err, &netErr):
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"} {
+	for _, prefix := range cannotServe {
 		if redis.HasErrorPrefix(err, prefix) {
 			return true
 		}

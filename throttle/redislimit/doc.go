@@ -6,32 +6,68 @@
 // Which limiter to reach for is the same question as in throttle:
 //
 //   - [NewTokenBucket]: "N per second with a burst of B". The default.
-//   - [NewLeakyBucket]: evenly spaced, no burst, with a bounded line.
+//   - [NewLeakyBucket]: evenly spaced, with nginx's burst: an upstream
+//     behind limit_req rate=R burst=B is NewLeakyBucket(rdb, R, B).
 //   - [NewSlidingWindow]: "at most N in any window", exactly.
 //   - [NewSlidingWindowCounter]: the same, approximately, in O(1) memory.
 //   - [NewFixedWindow]: quotas that reset at fixed times, such as a
 //     daily quota that resets at midnight UTC.
 //
 // [All] books several limits on a key (20/s together with 10 000/day) at
-// one common slot in one script, atomically; [throttle.All] over these
-// limiters is only best effort.
+// one common slot in one script, atomically.
 //
-// Each call is one round trip: the script reads the server's TIME, books
-// the caller's own slot (now or later) and replies; the caller sleeps
-// locally until the slot, and nobody polls. Every key of one budget
-// shares a hash tag, prefix{key}:<algo>:<n>/<per> and prefix{key}:pause,
-// so the limiters work on single, sentinel, ring and cluster clients
-// alike, all of which are a redis.Scripter.
+// # One Client per Redis client
+//
+// A [Client] holds what the limiters on one Redis client share: the
+// script, a circuit breaker, the observer and one pub/sub subscription
+// for pauses. Build it once and hand it to every limiter:
+//
+//	client, _ := redislimit.NewClient(rdb)
+//	defer client.Close()
+//	perSecond, _ := redislimit.NewTokenBucket(rdb, throttle.PerSecond(20), 20, redislimit.WithClient(client))
+//
+// A limiter built without [WithClient] builds a Client of its own.
+//
+// # One round trip per decision
+//
+// Each call runs the script once, on the caller's goroutine, bounded by
+// [WithTimeout]: EVALSHA, and EVAL when Redis lacks the script. The
+// script reads the server's TIME, books the caller's own slot (now or
+// later) and replies; the caller sleeps locally until the slot, and
+// nobody polls. Every key of one budget shares a hash tag,
+// prefix{key}:<algo>:<n>/<per> and prefix{key}:pause, so the limiters
+// work on single, sentinel, ring and cluster clients alike, all of which
+// are a redis.Scripter.
 //
 // Pause (each limiter is a [throttle.Pauser]) moves the key's schedule in
-// every process. Callers already asleep hear of it through a [Listener]
-// (pub/sub) and from every script reply on the key.
+// every process. Callers already asleep hear of it through the Client's
+// subscription and from every script reply on the key.
 //
-// When Redis is unreachable, slow or not ready, the [FailurePolicy]
-// decides: [FailClosed] by default, [FailOpen], or [Fallback] to a local
-// limiter. A circuit breaker keeps an outage from costing a timeout per
-// call and lets one call probe every [ProbeInterval].
+// When Redis is unreachable, slow or cannot serve (a replica after a
+// failover, say), the [FailurePolicy] decides: [FailClosed] by default,
+// [FailOpen], or [Fallback] to a local limiter. The circuit breaker keeps
+// an outage from costing a timeout per call and lets one call probe
+// every [ProbeInterval].
 //
 // Redis without persistence forgets every budget when it restarts, daily
 // counts included: a restarted Redis grants a fresh quota.
+//
+// # Reading a budget
+//
+// Inspect (each limiter is a [throttle.Inspector]) reports a key's
+// remaining units, next free slot, units booked ahead and pause. With
+// redis-cli, a bucket or window keeps its numbers packed in one string;
+// the token bucket's, for instance, are its booking count, the booking
+// that may still be cancelled, the pause epoch and shift it has applied,
+// and its theoretical arrival time (microseconds of the server's TIME),
+// then the offset of the next unread byte, which struct.unpack adds:
+//
+//	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
+//	HGETALL 'egress:{api.example.com}:pause'
+//	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
+//
+// A fixed window packs eight numbers (the same four, then its window
+// index, count, spill and latest slot) followed by three per booking
+// still ahead; a sliding counter packs nine ('<i8' nine times). The .lua
+// files beside this package's Go files say what each field means.
 package redislimit

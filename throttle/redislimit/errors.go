@@ -7,12 +7,13 @@ import (
 
 var (
 	// ErrUnavailable reports that Redis could not decide: it was
-	// unreachable, did not answer within [WithTimeout], was loading or had
-	// lost its master, or the circuit breaker is open after such a
-	// failure. Errors that wrap it are *[UnavailableError]s.
+	// unreachable, did not answer within [WithTimeout], or said it cannot
+	// serve now (READONLY after a failover, LOADING, MASTERDOWN,
+	// CLUSTERDOWN, TRYAGAIN, BUSY...), or the circuit breaker is open
+	// after such a failure. Errors that wrap it are *[UnavailableError]s.
 	ErrUnavailable = errors.New("redislimit: redis unavailable")
 
-	// ErrClosed reports a call on a limiter or [Listener] after Close.
+	// ErrClosed reports a call on a limiter whose [Client] is closed.
 	ErrClosed = errors.New("redislimit: closed")
 )
 

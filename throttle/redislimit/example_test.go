@@ -79,3 +79,23 @@ func ExampleFallback() {
 	// true <nil>
 	// false <nil>
 }
+
+// One Client per Redis client: the limiters on it share one circuit
+// breaker and one pause subscription. This example needs a Redis to
+// talk to, so it is not run.
+func ExampleNewClient() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	client, err := redislimit.NewClient(rdb, redislimit.WithPrefix("myapp:"))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close() // after the limiters
+	perSecond, _ := redislimit.NewTokenBucket(rdb, throttle.PerSecond(20), 20, redislimit.WithClient(client))
+	perDay, _ := redislimit.NewFixedWindow(rdb, 10_000, 24*time.Hour, redislimit.WithClient(client))
+	both, _ := redislimit.All(perSecond, perDay)
+	st, err := both.Inspect(context.Background(), "api.example.com")
+	if err == nil {
+		fmt.Println(st.Remaining, st.Next)
+	}
+}

@@ -12,11 +12,15 @@ import (
 // server's clock (plus [WithWindowOffset]), as daily quotas that reset at
 // midnight UTC are. A full window books into a later one: callers get a
 // slot at its start. Its key is prefix{key}:fw:<limit>/<window>, with
-// "+<offset>" appended when there is one.
+// "+<offset>" appended when there is one (see fixedwindow.lua).
+//
+// With [WithTolerance](d), a unit booked in the last d of a window is
+// still booked there, and also counts against the next window: a request
+// sent just before the reset may reach the upstream just after it.
 //
 // A FixedWindow is safe for concurrent use. Close it when done.
 type FixedWindow struct {
-	*limiter
+	*budget
 	limit  int
 	window time.Duration
 }
@@ -24,7 +28,7 @@ type FixedWindow struct {
 // NewFixedWindow returns a fixed window per key, kept in rdb, of limit
 // units per window. [WithTolerance] must be shorter than the window.
 func NewFixedWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*FixedWindow, error) {
-	cfg, s, err := windowed(rdb, "fw", limit, window, opts)
+	l, cfg, err := windowLimit("fw", limit, window, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -35,11 +39,15 @@ func NewFixedWindow(rdb redis.Scripter, limit int, window time.Duration, opts ..
 	if offset < 0 {
 		offset += window
 	}
-	s.z, s.w = micros(offset), micros(cfg.tolerance)
+	l.offset, l.tolerance = micros(offset), micros(cfg.tolerance)
 	if offset != 0 {
-		s.suffix += "+" + offset.String()
+		l.suffix += "+" + offset.String()
 	}
-	return &FixedWindow{limiter: newLimiter(newCore(rdb, cfg), s), limit: limit, window: window}, nil
+	b, err := newBudget(rdb, cfg, l)
+	if err != nil {
+		return nil, err
+	}
+	return &FixedWindow{budget: b, limit: limit, window: window}, nil
 }
 
 // Limit returns how many units fit in one window.

@@ -2,62 +2,52 @@ package redislimit
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress/throttle"
 )
 
-// clock moves the scripts' time for one test, and aligns it with a
-// manual clock for an in-process twin.
+const ms = time.Millisecond
+
+// epoch is where every frozen clock starts: a midnight UTC, so that
+// windows of a day or less begin there.
+var epoch = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is a test's frozen time: the scripts read it instead of TIME,
+// the Client's local clock follows it, and an in-process twin reads it
+// through throttle.WithClock. It moves only when the test moves it.
 type clock struct {
-	shift atomic.Int64 // ns added to server time
-	base  time.Time    // server time when the test began, plus the first shift
-	moved time.Duration
+	us atomic.Int64 // microseconds since the Unix epoch
 }
 
-// newClock returns a clock whose time starts phase into a window of w
-// (when w > 0), so that window boundaries fall where the test expects.
-func newClock(t testing.TB, rdb redis.Scripter, w, phase time.Duration) *clock {
-	t.Helper()
+// newClock returns a clock at epoch plus at.
+func newClock(at time.Duration) *clock {
 	c := &clock{}
-	now := serverTime(t, rdb)
-	first := time.Duration(0)
-	if w > 0 {
-		first = w - time.Duration(now.UnixNano()%int64(w)) + phase
-	}
-	c.shift.Store(int64(first))
-	c.base = now.Add(first)
+	c.us.Store(epoch.Add(at).UnixMicro())
 	return c
 }
 
-func serverTime(t testing.TB, rdb redis.Scripter) time.Time {
-	t.Helper()
-	v, err := rdb.Eval(context.Background(), "return redis.call('TIME')", nil).StringSlice()
-	require.NoError(t, err)
-	var sec, usec int64
-	_, err = fmtSscan(v[0], &sec)
-	require.NoError(t, err)
-	_, err = fmtSscan(v[1], &usec)
-	require.NoError(t, err)
-	return time.Unix(sec, usec*1000)
+func (c *clock) advance(d time.Duration) { c.us.Add(d.Microseconds()) }
+
+func (c *clock) now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+// option freezes the scripts' time at the clock's, and lets calls take
+// a minute: on a busy machine a slow call is no outage, unless the test
+// says otherwise with a WithTimeout after it.
+func (c *clock) option() Option { return options{withFrozenTime(&c.us), WithTimeout(time.Minute)} }
+
+// options applies several options as one.
+type options []Option
+
+func (o options) apply(c *config) {
+	for _, x := range o {
+		x.apply(c)
+	}
 }
-
-// advance moves both clocks by d.
-func (c *clock) advance(d time.Duration) {
-	c.shift.Add(int64(d))
-	c.moved += d
-}
-
-// now is the in-process twin's clock.
-func (c *clock) now() time.Time { return c.base.Add(c.moved) }
-
-func (c *clock) option() Option { return withTimeShift(&c.shift) }
 
 // reserve reserves and fails the test on error.
 func reserve(t testing.TB, l throttle.Limiter, key string, n int, maxWait time.Duration) *throttle.Reservation {
@@ -67,6 +57,16 @@ func reserve(t testing.TB, l throttle.Limiter, key string, n int, maxWait time.D
 	return r
 }
 
+// book reserves n units with no bound and returns the booking.
+func book(t testing.TB, p Part, key string, n int) *booking {
+	t.Helper()
+	r, b, err := p.part().reserve(context.Background(), key, n, 0, -1, true)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	require.NotNil(t, b)
+	return b
+}
+
 func closeAll(t testing.TB, cs ...interface{ Close() error }) {
 	t.Cleanup(func() {
 		for _, c := range cs {
@@ -74,5 +74,3 @@ func closeAll(t testing.TB, cs ...interface{ Close() error }) {
 		}
 	})
 }
-
-func fmtSscan(s string, v *int64) (int, error) { return fmt.Sscan(s, v) }

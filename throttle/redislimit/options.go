@@ -5,8 +5,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // DefaultPrefix starts every Redis key and the pause channel unless
@@ -20,36 +18,49 @@ const DefaultTimeout = 250 * time.Millisecond
 // MaxPrefixLen is the longest prefix [WithPrefix] accepts.
 const MaxPrefixLen = 256
 
-// An Option configures a limiter or a [Listener] built by this package.
+// An Option configures a [Client] or a limiter built by this package.
+// [WithPrefix], [WithTimeout] and [WithObserver] configure the Client: a
+// limiter given [WithClient] takes them from that Client instead, and
+// refuses them. The other options configure one limiter.
 type Option interface {
 	apply(*config)
 }
 
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-type config struct {
-	prefix    string
-	policy    FailurePolicy
-	timeout   time.Duration
-	observer  func(Event)
-	tolerance time.Duration
-	offset    time.Duration
-	listener  *Listener
-	shift     *atomic.Int64 // test-only: moves the scripts' clock, in ns
+// option is an Option with the name its errors use.
+type option struct {
+	name   string
+	client bool // it configures the Client, not a limiter
+	set    func(*config)
 }
 
-// newConfig applies opts; rdb is checked here because every constructor
-// calls it first.
-func newConfig(rdb redis.Scripter, opts []Option) (config, error) {
-	if rdb == nil {
-		panic("redislimit: nil redis.Scripter")
-	}
+func (o option) apply(c *config) {
+	c.set = append(c.set, o)
+	o.set(c)
+}
+
+type config struct {
+	set []option // in the order given
+
+	// The Client's.
+	prefix   string
+	timeout  time.Duration
+	observer func(Event)
+	frozen   *atomic.Int64 // test-only: the scripts' time, in µs; 0 reads TIME
+
+	// The limiter's.
+	client    *Client
+	policy    FailurePolicy
+	tolerance time.Duration
+	offset    time.Duration
+}
+
+// newConfig applies opts. A nil Option is a programmer error and panics,
+// as in every package of the module.
+func newConfig(opts []Option) (config, error) {
 	c := config{prefix: DefaultPrefix, policy: FailClosed, timeout: DefaultTimeout}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return c, fmt.Errorf("redislimit: nil Option")
+			panic(fmt.Sprintf("redislimit: Option %d is nil", i))
 		}
 		o.apply(&c)
 	}
@@ -58,17 +69,22 @@ func newConfig(rdb redis.Scripter, opts []Option) (config, error) {
 		return c, fmt.Errorf("redislimit: WithPrefix must not contain '{' or '}', got %q", c.prefix)
 	case len(c.prefix) > MaxPrefixLen:
 		return c, fmt.Errorf("redislimit: WithPrefix of %d bytes is longer than MaxPrefixLen (%d)", len(c.prefix), MaxPrefixLen)
-	case c.policy == nil:
-		return c, fmt.Errorf("redislimit: WithFailurePolicy given a nil policy")
 	case c.timeout <= 0:
 		return c, fmt.Errorf("redislimit: WithTimeout must be positive, got %v", c.timeout)
 	case c.tolerance < 0:
 		return c, fmt.Errorf("redislimit: WithTolerance must not be negative, got %v", c.tolerance)
-	case c.listener != nil && c.listener.channel != c.prefix+channelSuffix:
-		return c, fmt.Errorf("redislimit: WithListener listens for prefix %q, not %q",
-			strings.TrimSuffix(c.listener.channel, channelSuffix), c.prefix)
 	}
 	return c, nil
+}
+
+// only returns an error naming the first option whose kind is not want.
+func (c config) only(client bool, what string) error {
+	for _, o := range c.set {
+		if o.client != client {
+			return fmt.Errorf("redislimit: %s does not take %s", what, o.name)
+		}
+	}
+	return nil
 }
 
 // WithPrefix sets the text every key and the pause channel start with
@@ -76,61 +92,86 @@ func newConfig(rdb redis.Scripter, opts []Option) (config, error) {
 // same prefix, key and limit. It must not contain '{' or '}', which
 // would break the hash tag that keeps a budget's keys in one cluster slot.
 func WithPrefix(p string) Option {
-	return optionFunc(func(c *config) { c.prefix = p })
-}
-
-// WithFailurePolicy sets what Reserve does when Redis is unreachable, too
-// slow or not ready: [FailClosed] (the default), [FailOpen] or
-// [Fallback].
-func WithFailurePolicy(p FailurePolicy) Option {
-	return optionFunc(func(c *config) { c.policy = p })
+	return option{"WithPrefix", true, func(c *config) { c.prefix = p }}
 }
 
 // WithTimeout bounds every call to Redis, including Cancel and Pause
 // (default [DefaultTimeout]). A call that runs out of time counts as
-// Redis being unavailable. A go-redis client with ContextTimeoutEnabled
-// bounds the call itself, on the caller's goroutine; any other client is
-// called from a long-lived worker goroutine that the caller stops
-// waiting for at the deadline.
+// Redis being unavailable.
+//
+// The call runs on the caller's goroutine under a context with this
+// timeout. A go-redis client bounds its network reads and writes by that
+// context only when it is built with ContextTimeoutEnabled; any other
+// client gives up at its own ReadTimeout and WriteTimeout (3 s by
+// default), times its MaxRetries. Waiting for a pooled connection is
+// always bounded by the context. Build the client with
+// ContextTimeoutEnabled: true, or with read and write timeouts no longer
+// than this one.
+//
+// Calls that start while another caller's is on the wire go together in
+// one pipeline, which the first of them sends. A caller waiting in line
+// gives up at its own deadline; the caller sending the pipeline waits for
+// it, bounded by the latest deadline of the calls in it.
 func WithTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.timeout = d })
+	return option{"WithTimeout", true, func(c *config) { c.timeout = d }}
 }
 
 // WithObserver has f called with every failed call to Redis and with
 // every recovery. f runs on the caller's goroutine, with no lock held; it
-// must be quick and safe for concurrent use.
+// must be quick and safe for concurrent use. A nil f panics.
 func WithObserver(f func(Event)) Option {
-	return optionFunc(func(c *config) { c.observer = f })
+	if f == nil {
+		panic("redislimit: WithObserver given a nil func")
+	}
+	return option{"WithObserver", true, func(c *config) { c.observer = f }}
+}
+
+// WithClient has the limiter use c, and so share c's circuit breaker,
+// pause subscription and observer with every other limiter on c. The
+// caller owns c and closes it after the limiters. Without WithClient a
+// limiter builds a Client of its own, which its Close closes.
+func WithClient(c *Client) Option {
+	if c == nil {
+		panic("redislimit: WithClient given a nil Client")
+	}
+	return option{"WithClient", false, func(cfg *config) { cfg.client = c }}
+}
+
+// WithFailurePolicy sets what Reserve does when Redis is unreachable, too
+// slow or not ready: [FailClosed] (the default), [FailOpen] or
+// [Fallback]. A nil policy panics.
+func WithFailurePolicy(p FailurePolicy) Option {
+	if p == nil {
+		panic("redislimit: WithFailurePolicy given a nil FailurePolicy")
+	}
+	return option{"WithFailurePolicy", false, func(c *config) { c.policy = p }}
 }
 
 // WithTolerance keeps headroom against network and scheduling jitter, as
-// [throttle.WithTolerance] does in process: a token bucket keeps
-// ceil(d×rate) units of its burst in reserve (or lengthens its interval
-// by d when the burst cannot spare them), a leaky bucket lengthens its
-// interval by d, sliding windows treat their window as d longer, and a
-// fixed window books nothing in the last d of each window.
+// [throttle.WithTolerance] does in process:
+//   - a token bucket keeps ceil(d×rate) units of its burst in reserve,
+//     or lengthens its interval by d when the burst cannot spare them;
+//   - a leaky bucket does the same with its capacity;
+//   - sliding windows treat their window as d longer;
+//   - a fixed window still books in the last d of each window, but a
+//     unit booked there counts against the next window too, so that the
+//     upstream's window holds at most limit whichever side of the reset
+//     the request lands on.
 func WithTolerance(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.tolerance = d })
+	return option{"WithTolerance", false, func(c *config) { c.tolerance = d }}
 }
 
 // WithWindowOffset moves the boundaries of [FixedWindow] windows, which
 // are otherwise aligned to the Unix epoch, as [throttle.WithWindowOffset]
 // does. Other limiters ignore it.
 func WithWindowOffset(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.offset = d })
+	return option{"WithWindowOffset", false, func(c *config) { c.offset = d }}
 }
 
-// WithListener makes the limiter learn of pauses through l, which the
-// caller owns and closes. Build one Listener per client and pass it to
-// every limiter on that client, so that the process holds one
-// subscription. Without it each limiter starts its own, closed by its
-// Close. l must have been built with the same prefix.
-func WithListener(l *Listener) Option {
-	return optionFunc(func(c *config) { c.listener = l })
-}
-
-// withTimeShift moves the scripts' clock by the nanoseconds in p, for
-// tests: time moves without sleeping. Production code never sets it.
-func withTimeShift(p *atomic.Int64) Option {
-	return optionFunc(func(c *config) { c.shift = p })
+// withFrozenTime has the scripts use the microseconds in p as the
+// server's time, and the Client's local clock follow them, for tests:
+// time stands still until the test moves it. Production code never sets
+// it; 0 in p reads the server's TIME.
+func withFrozenTime(p *atomic.Int64) Option {
+	return option{"withFrozenTime", true, func(c *config) { c.frozen = p }}
 }

@@ -24,6 +24,8 @@ type server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// exited is closed once cmd has exited.
+	exited chan struct{}
 }
 
 // needRedis skips the test when redis-server is missing, except in CI.
@@ -60,22 +62,49 @@ func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 func (s *server) start() {
 	s.t.Helper()
+	for attempt := 0; ; attempt++ {
+		if s.try() {
+			return
+		}
+		if attempt == 5 {
+			s.t.Fatalf("redis-server did not start on a free port")
+		}
+		s.port = freePort(s.t) // another process took it meanwhile
+	}
+}
+
+// try starts redis-server on s.port and reports whether the server that
+// answers there is this one: it has this test's directory.
+func (s *server) try() bool {
 	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "log")}, s.args...)
 	s.cmd = exec.Command("redis-server", args...)
 	require.NoError(s.t, s.cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(exited) }()
+	s.exited = exited
+	c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			s.cmd = nil
+			return false
+		default:
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not start: %v", s.addr(), err)
+		dir, err := c.ConfigGet(context.Background(), "dir").Result()
+		if err == nil {
+			if dir["dir"] == s.dir {
+				return true
+			}
+			s.kill()
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	s.t.Fatalf("redis-server on %s did not start", s.addr())
+	return false
 }
 
 // kill stops the server at once, as a crash would.
@@ -84,7 +113,7 @@ func (s *server) kill() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 

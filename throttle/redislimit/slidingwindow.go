@@ -12,12 +12,13 @@ import (
 // SlidingWindow is [throttle.SlidingWindow] with its state in Redis: at
 // most limit units in any window of the given length, exactly. It keeps
 // a log of slots, future ones included, in a sorted set at
-// prefix{key}:sl:<limit>/<window>, trimmed on each call to the last
-// limit entries, so a call does work bounded by the limit.
+// prefix{key}:sl:<limit>/<window> (see slidingwindow.lua), trimmed on each
+// call to the last limit entries, so a call does work bounded by the
+// limit.
 //
 // A SlidingWindow is safe for concurrent use. Close it when done.
 type SlidingWindow struct {
-	*limiter
+	*budget
 	limit  int
 	window time.Duration
 }
@@ -25,24 +26,29 @@ type SlidingWindow struct {
 // NewSlidingWindow returns an exact sliding window per key, kept in rdb,
 // that admits at most limit units in any window.
 func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
-	cfg, s, err := windowed(rdb, "sl", limit, window, opts)
+	l, cfg, err := windowLimit("sl", limit, window, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &SlidingWindow{limiter: newLimiter(newCore(rdb, cfg), s), limit: limit, window: window}, nil
+	b, err := newBudget(rdb, cfg, l)
+	if err != nil {
+		return nil, err
+	}
+	return &SlidingWindow{budget: b, limit: limit, window: window}, nil
 }
 
-// windowed checks what the windowed limiters share and builds their spec.
-func windowed(rdb redis.Scripter, algo string, limit int, window time.Duration, opts []Option) (config, spec, error) {
-	if limit < 1 {
-		return config{}, spec{}, fmt.Errorf("redislimit: limit must be at least 1, got %d", limit)
+// windowLimit checks what the windowed limiters share and builds their
+// limit. The sliding ones treat their window as [WithTolerance] longer.
+func windowLimit(algo string, perWindow int, window time.Duration, opts []Option) (limit, config, error) {
+	if perWindow < 1 {
+		return limit{}, config{}, fmt.Errorf("redislimit: limit must be at least 1, got %d", perWindow)
 	}
 	if window <= 0 {
-		return config{}, spec{}, fmt.Errorf("redislimit: window must be positive, got %v", window)
+		return limit{}, config{}, fmt.Errorf("redislimit: window must be positive, got %v", window)
 	}
-	cfg, err := newConfig(rdb, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
-		return config{}, spec{}, err
+		return limit{}, config{}, err
 	}
 	w := window
 	if algo != "fw" {
@@ -50,10 +56,10 @@ func windowed(rdb redis.Scripter, algo string, limit int, window time.Duration, 
 	}
 	us, err := checkSpan("window", 4, w)
 	if err != nil {
-		return config{}, spec{}, err
+		return limit{}, config{}, err
 	}
-	name := throttle.Rate{N: limit, Per: window}.String()
-	return cfg, spec{algo: algo, x: int64(limit), y: us, suffix: algo + ":" + name, most: limit}, nil
+	name := throttle.Rate{N: perWindow, Per: window}.String()
+	return limit{algo: algo, suffix: algo + ":" + name, most: perWindow, perWindow: int64(perWindow), window: us}, cfg, nil
 }
 
 // Limit returns how many units fit in one window.

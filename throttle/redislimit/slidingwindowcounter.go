@@ -9,12 +9,13 @@ import (
 // SlidingWindowCounter is [throttle.SlidingWindowCounter] with its state
 // in Redis: the sliding window approximated from two counters, the
 // current window's and the previous one's, weighted by how much of the
-// previous window the sliding one still covers. It costs one small hash
-// per key, at prefix{key}:swc:<limit>/<window>.
+// previous window the sliding one still covers (see
+// slidingwindowcounter.lua). It costs one small string per key, at
+// prefix{key}:swc:<limit>/<window>.
 //
 // A SlidingWindowCounter is safe for concurrent use. Close it when done.
 type SlidingWindowCounter struct {
-	*limiter
+	*budget
 	limit  int
 	window time.Duration
 }
@@ -22,11 +23,15 @@ type SlidingWindowCounter struct {
 // NewSlidingWindowCounter returns an approximate sliding window per key,
 // kept in rdb, of limit units per window.
 func NewSlidingWindowCounter(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindowCounter, error) {
-	cfg, s, err := windowed(rdb, "swc", limit, window, opts)
+	l, cfg, err := windowLimit("swc", limit, window, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &SlidingWindowCounter{limiter: newLimiter(newCore(rdb, cfg), s), limit: limit, window: window}, nil
+	b, err := newBudget(rdb, cfg, l)
+	if err != nil {
+		return nil, err
+	}
+	return &SlidingWindowCounter{budget: b, limit: limit, window: window}, nil
 }
 
 // Limit returns how many units fit in one window.

@@ -1,24 +1,26 @@
 package redislimit
 
 import (
-	"fmt"
+	"time"
 
-	"github.com/egress-go/egress/internal/tolerance"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/egress-go/egress/internal/tolerance"
 	"github.com/egress-go/egress/throttle"
 )
 
 // TokenBucket is [throttle.TokenBucket] with its state in Redis: bursts
 // of up to burst units per key, refilled at a steady rate, computed as
-// GCRA (one timestamp per key). Every process that builds one with the
-// same prefix and rate shares the bucket of each key; the key in Redis is
-// prefix{key}:tb:<rate>, so processes should agree on burst too.
+// GCRA (one timestamp per key, see gcra.lua). Every process that builds
+// one with the same prefix and rate shares the bucket of each key; the
+// key in Redis is prefix{key}:tb:<rate>, so processes should agree on
+// burst too.
 //
 // A TokenBucket is safe for concurrent use. Close it when done.
 type TokenBucket struct {
-	*limiter
+	*budget
 	rate  throttle.Rate
 	burst int
 }
@@ -27,24 +29,52 @@ type TokenBucket struct {
 // refills at r and holds at most burst units. Each key starts full. Times
 // are kept in microseconds, and the interval is rounded up to one.
 func NewTokenBucket(rdb redis.Scripter, r throttle.Rate, burst int, opts ...Option) (*TokenBucket, error) {
-	interval, err := r.Interval()
-	if err != nil {
-		return nil, err
-	}
 	if burst < 1 {
 		return nil, fmt.Errorf("redislimit: burst must be at least 1, got %d", burst)
 	}
-	cfg, err := newConfig(rdb, opts)
+	l, cfg, err := gcraLimit("tb", r, burst, opts)
 	if err != nil {
 		return nil, err
+	}
+	b, err := newBudget(rdb, cfg, l)
+	if err != nil {
+		return nil, err
+	}
+	return &TokenBucket{budget: b, rate: r, burst: burst}, nil
+}
+
+// gcraLimit builds the limit of a bucket that lets burst units go at
+// once, keeping what [WithTolerance] asks in reserve.
+func gcraLimit(algo string, r throttle.Rate, burst int, opts []Option) (limit, config, error) {
+	interval, err := r.Interval()
+	if err != nil {
+		return limit{}, config{}, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return limit{}, config{}, err
 	}
 	interval, keep := tolerance.Bucket(interval, burst, cfg.tolerance)
 	us, err := checkSpan("burst", burst, interval)
 	if err != nil {
-		return nil, err
+		return limit{}, config{}, err
 	}
-	s := spec{algo: "tb", x: us, y: int64(burst - keep), suffix: "tb:" + r.String(), most: burst - keep}
-	return &TokenBucket{limiter: newLimiter(newCore(rdb, cfg), s), rate: r, burst: burst}, nil
+	most := burst - keep
+	return limit{algo: algo, suffix: algo + ":" + r.String(), most: most, interval: us, burst: int64(most)}, cfg, nil
+}
+
+// maxMicros bounds every span the script adds up, so that sums of a few
+// of them stay exact in Lua's doubles (2^53) on top of the Unix time.
+const maxMicros = 1 << 50
+
+// checkSpan converts n × d to microseconds, rounding d up, and checks
+// that the product stays within maxMicros.
+func checkSpan(field string, n int, d time.Duration) (int64, error) {
+	us := micros(d)
+	if d <= 0 || n < 0 || us > maxMicros/max(int64(n), 1) {
+		return 0, fmt.Errorf("redislimit: %s of %d × %v is out of range", field, n, d)
+	}
+	return us, nil
 }
 
 // Rate returns the rate the bucket refills at.

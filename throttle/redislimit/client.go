@@ -1,0 +1,174 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// channelSuffix follows the prefix in the name of the pause channel.
+const channelSuffix = "pause"
+
+// subscriber is the optional interface through which a Client subscribes
+// to pauses. redis.Scripter lacks it, but every go-redis client has it.
+type subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Client is what the limiters on one Redis client share: the budget
+// script, a circuit breaker, the observer, and the process's view of
+// every key's pause, fed by one pub/sub subscription on the channel
+// prefix+"pause" and by every script reply.
+//
+// Build one per Redis client with [NewClient] and hand it to each limiter
+// with [WithClient]; Close it after them. A limiter built without
+// WithClient builds a Client of its own.
+//
+// When rdb has no Subscribe method, the Client learns of pauses from
+// replies only: a caller asleep in this process follows a pause made in
+// another process only if this process calls Redis for the key again
+// before the caller wakes.
+//
+// Pub/sub delivers at most once. A lost message about a pause is made up
+// for by the next reply on the key, but the pushes of a [FixedWindow]
+// (bookings that a pause moves past a full window's reset) travel only
+// in the message and in the reply to the Pause itself: a process that
+// misses the message wakes those sleepers at the uniform shift, up to a
+// window early.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	rdb      redis.Scripter
+	prefix   string
+	timeout  time.Duration
+	frozen   *atomic.Int64 // test-only; see withFrozenTime
+	script   *script
+	batcher  batcher
+	breaker  breaker
+	pauses   pauses
+	channel  string
+	start    time.Time // origin of the local monotonic clock
+	closed   atomic.Bool
+	ps       *redis.PubSub // nil without Subscribe
+	listened chan struct{} // closed when the subscription's goroutine ends
+	once     sync.Once
+}
+
+// NewClient returns a Client for rdb. It takes [WithPrefix], [WithTimeout]
+// and [WithObserver]; a nil rdb panics. It subscribes to the pause
+// channel before it returns, when rdb can, so that pauses published once
+// it returns are heard; when Redis is away the subscription is made once
+// it is back.
+func NewClient(rdb redis.Scripter, opts ...Option) (*Client, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.only(true, "NewClient"); err != nil {
+		return nil, err
+	}
+	return newClient(rdb, cfg), nil
+}
+
+func newClient(rdb redis.Scripter, cfg config) *Client {
+	if rdb == nil {
+		panic("redislimit: nil redis.Scripter")
+	}
+	c := &Client{
+		rdb: rdb, prefix: cfg.prefix, timeout: cfg.timeout, frozen: cfg.frozen,
+		script: newScript(), channel: cfg.prefix + channelSuffix,
+		start: time.Now(), listened: make(chan struct{}),
+	}
+	c.breaker.observer, c.breaker.now = cfg.observer, c.now
+	c.batcher.pipe, _ = rdb.(pipeliner)
+	c.pauses.init(c.now)
+	sub, ok := rdb.(subscriber)
+	if !ok {
+		close(c.listened)
+		return c
+	}
+	ctx, stop := context.WithTimeout(context.Background(), cfg.timeout)
+	defer stop()
+	c.ps = sub.Subscribe(ctx, c.channel)
+	_, _ = c.ps.Receive(ctx) // the confirmation, or the outage
+	go c.listen(c.ps.Channel())
+	return c
+}
+
+func (c *Client) listen(ch <-chan *redis.Message) {
+	defer close(c.listened)
+	for m := range ch {
+		c.pauses.hear(m.Payload)
+	}
+}
+
+// Close ends the subscription and waits for its goroutine; later calls
+// through the Client fail with [ErrClosed]. Reservations already handed
+// out keep their slots. Close is idempotent.
+func (c *Client) Close() error {
+	var err error
+	c.once.Do(func() {
+		c.closed.Store(true)
+		if c.ps != nil {
+			err = c.ps.Close()
+		}
+		<-c.listened
+	})
+	return err
+}
+
+// now returns the local monotonic time in nanoseconds, or the frozen
+// time in tests.
+func (c *Client) now() int64 {
+	if c.frozen != nil {
+		return c.frozen.Load() * int64(time.Microsecond)
+	}
+	return int64(time.Since(c.start))
+}
+
+// frozenMicros returns the scripts' frozen time argument: 0 in production.
+func (c *Client) frozenMicros() int64 {
+	if c.frozen == nil {
+		return 0
+	}
+	return c.frozen.Load()
+}
+
+// run executes the budget script on the caller's goroutine, bounded by
+// ctx and the Client's timeout (see [WithTimeout]), in one pipeline with
+// the calls of other callers that start while one is on the wire. An error for which
+// Redis, not the call, is to blame comes back as an *UnavailableError.
+func (c *Client) run(ctx context.Context, keys []string, args []any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !c.breaker.admit() {
+		return nil, &UnavailableError{Err: ErrUnavailable}
+	}
+	tctx, stop := context.WithTimeout(ctx, c.timeout)
+	defer stop()
+	v, err := c.batcher.do(tctx, c.script, c.rdb, keys, args)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err() // the caller gave up; Redis is not to blame
+	}
+	if d, _ := tctx.Deadline(); err != nil && !time.Now().Before(d) {
+		// The client's own i/o deadline is the context's: say whose.
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	if unavailable(err) {
+		c.breaker.failed(err)
+		return nil, &UnavailableError{Err: err}
+	}
+	c.breaker.succeeded()
+	if err != nil {
+		return nil, fmt.Errorf("redislimit: script failed: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,106 @@
+-- slidingwindow.lua: 'sl', the exact sliding log, as
+-- throttle/slidingwindow.go: a sorted set of slots, one member per unit
+-- ("seq:i"), at most limit in any window of length window. Its own
+-- numbers live in members with negative scores (-(v+1)): #seq, #epoch and
+-- #shifted, as in a packed part. redis-cli reads it with
+-- ZRANGE <key> 0 -1 WITHSCORES.
+defines.sl = function()
+  local slidingLog = {params = {'limit', 'window'}}
+  local counters = 3 -- members before the first slot
+
+  local function encode(v) return -(v + 1) end
+  local function decode(v) return -tonumber(v) - 1 end
+
+  function slidingLog.load(p)
+    local v = redis.call('ZMSCORE', p.key, '#seq', '#epoch', '#shifted')
+    p.new = not v[1]
+    p.state = {seq = 0, epoch = 0, shifted = 0}
+    if not p.new then
+      p.state.seq, p.state.epoch, p.state.shifted = decode(v[1]), decode(v[2]), decode(v[3])
+    end
+    redis.call('ZREMRANGEBYSCORE', p.key, 0, now - p.window)
+    p.units = redis.call('ZCOUNT', p.key, 0, '+inf')
+    p.last = 0
+    if p.units > 0 then
+      local top = redis.call('ZRANGE', p.key, -1, -1, 'WITHSCORES')
+      p.last = tonumber(top[2])
+    end
+  end
+
+  function slidingLog.save(p)
+    local s = p.state
+    redis.call('ZADD', p.key, encode(s.seq), '#seq', encode(s.epoch), '#epoch', encode(s.shifted), '#shifted')
+    local ttl = p.last + p.window - now
+    if ttl <= 0 then
+      redis.call('DEL', p.key)
+    else
+      redis.call('PEXPIRE', p.key, millis(ttl))
+    end
+  end
+
+  function slidingLog.earliest(p, at, n)
+    at = math.max(at, p.last)
+    if p.units + n <= p.limit then return at end
+    -- The unit that must leave the window first.
+    local r = counters + p.units - p.limit + n - 1
+    local e = redis.call('ZRANGE', p.key, r, r, 'WITHSCORES')
+    return math.max(at, tonumber(e[2]) + p.window)
+  end
+
+  function slidingLog.remaining(p)
+    return math.max(p.limit - redis.call('ZCOUNT', p.key, '(' .. fmt(now - p.window), '+inf'), 0)
+  end
+
+  function slidingLog.ahead(p)
+    return redis.call('ZCOUNT', p.key, '(' .. fmt(now), '+inf')
+  end
+
+  -- members calls f with up to 1000 members of booking seq at a time.
+  local function members(seq, n, f, withSlot)
+    local i = 1
+    while i <= n do
+      local args = {}
+      for j = i, math.min(n, i + 999) do
+        if withSlot then args[#args + 1] = withSlot end
+        args[#args + 1] = fmt(seq) .. ':' .. fmt(j)
+      end
+      f(args)
+      i = i + 1000
+    end
+  end
+
+  function slidingLog.book(p, slot, n)
+    local s = p.state
+    s.seq = s.seq + 1
+    members(s.seq, n, function(args) redis.call('ZADD', p.key, unpack(args)) end, fmt(slot))
+    p.units, p.last = p.units + n, slot
+    if p.units > p.limit then
+      -- Keep only the last limit units: the log's work stays bounded.
+      redis.call('ZREMRANGEBYRANK', p.key, counters, counters + p.units - p.limit - 1)
+      p.units = p.limit
+    end
+    local used = redis.call('ZCOUNT', p.key, '(' .. fmt(slot - p.window), '+inf')
+    return math.max(p.limit - used, 0), token(s.seq)
+  end
+
+  -- give takes back whatever units of the booking are still in the log.
+  function slidingLog.give(p, tok, n)
+    local gone = 0
+    members(tok[1], n, function(args) gone = gone + redis.call('ZREM', p.key, unpack(args)) end)
+    if gone > 0 and p.units > gone then
+      local top = redis.call('ZRANGE', p.key, -1, -1, 'WITHSCORES')
+      p.last = tonumber(top[2])
+    end
+    p.units = p.units - gone
+    return gone > 0
+  end
+
+  function slidingLog.shift(p, at, d)
+    local later = redis.call('ZRANGEBYSCORE', p.key, '(' .. fmt(at), '+inf', 'WITHSCORES')
+    for i = 1, #later, 2 do
+      redis.call('ZADD', p.key, fmt(tonumber(later[i + 1]) + d), later[i])
+    end
+    if p.last > at then p.last = p.last + d end
+  end
+  return slidingLog
+end

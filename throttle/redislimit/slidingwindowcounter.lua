@@ -1,0 +1,106 @@
+-- slidingwindowcounter.lua: 'swc', as throttle/slidingwindowcounter.go.
+-- Windows of length window on a grid aligned to the epoch and moved
+-- later by lag; the sliding window's count is estimated from the current
+-- window's and the previous one's. A pause moves the key's grid with its
+-- bookings, as if the key had been stopped for the pause. State: cursor,
+-- the window of the latest booking; count, its units; previous, the
+-- units of the window before it; floor, the latest slot booked; lag, how
+-- far pauses have moved the grid.
+defines.swc = function()
+  local slidingCounter = {
+    packed = packed({'cursor', 'count', 'previous', 'floor', 'lag'}),
+    params = {'limit', 'window'},
+  }
+
+  local function windowOf(p, at) return math.floor((at - p.state.lag) / p.window) end
+  local function windowStart(p, k) return k * p.window + p.state.lag end
+
+  -- counts returns the units of window k, not before the cursor's, and
+  -- of the window before it.
+  local function counts(p, k)
+    local s = p.state
+    if k == s.cursor then return s.count, s.previous end
+    if k == s.cursor + 1 then return 0, s.count end
+    return 0, 0
+  end
+
+  -- used returns the units in the window ending at at, rounded up:
+  -- count + ceil(previous × (window-1-e) / window), e being how far at
+  -- lies into its window.
+  local function used(p, at)
+    local k = math.max(windowOf(p, at), p.state.cursor)
+    local c, prev = counts(p, k)
+    local rest = p.window - 1 - math.max(at - windowStart(p, k), 0)
+    return c + math.ceil(prev * rest / p.window)
+  end
+
+  function slidingCounter.load(p) loadPacked(p, slidingCounter.packed) end
+
+  function slidingCounter.save(p) savePacked(p, windowStart(p, p.state.cursor + 2) - now) end
+
+  function slidingCounter.earliest(p, at, n)
+    at = math.max(at, p.state.floor)
+    local k = math.max(windowOf(p, at), p.state.cursor)
+    while true do
+      local c, prev = counts(p, k)
+      local room = p.limit - n - c
+      if room >= 0 then
+        if prev <= room then return at end
+        -- n fits e into window k when prev × (window-1-e) <= room × window.
+        local e = p.window - 1 - math.floor(room * p.window / prev)
+        return math.max(at, windowStart(p, k) + e)
+      end
+      k = k + 1
+      at = windowStart(p, k)
+    end
+  end
+
+  function slidingCounter.remaining(p)
+    if p.state.floor > now then return 0 end
+    return math.max(p.limit - used(p, now), 0)
+  end
+
+  -- ahead is 1 while units are booked past now: the counters do not say
+  -- how many.
+  function slidingCounter.ahead(p)
+    if p.state.floor > now then return 1 end
+    return 0
+  end
+
+  function slidingCounter.book(p, slot, n)
+    local s = p.state
+    local k = windowOf(p, slot)
+    local before = -1
+    if k <= s.cursor then
+      before = s.latest
+      s.count = s.count + n
+    elseif k == s.cursor + 1 then
+      s.cursor, s.previous, s.count = k, s.count, n
+    else
+      s.cursor, s.previous, s.count = k, 0, n
+    end
+    s.floor = slot
+    s.seq = s.seq + 1
+    s.latest = s.seq
+    return math.max(p.limit - used(p, slot), 0), token(s.seq, before, s.cursor)
+  end
+
+  -- give takes back the latest booking while its window is the cursor's:
+  -- its token is {seq, the booking before it, its window}.
+  function slidingCounter.give(p, tok, n)
+    local s = p.state
+    if s.latest ~= tok[1] or s.cursor ~= tok[3] then return false end
+    s.count = math.max(s.count - n, 0)
+    s.latest = tok[2]
+    return true
+  end
+
+  -- shift moves the key's grid, and every unit counted on it, later by d.
+  function slidingCounter.shift(p, at, d)
+    local s = p.state
+    s.lag = s.lag + d
+    s.floor = s.floor + d
+  end
+
+  return slidingCounter
+end

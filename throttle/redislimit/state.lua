@@ -1,0 +1,92 @@
+-- state.lua opens the budget script: the server's time and how a part
+-- keeps its state. The files that follow add one algorithm each
+-- (gcra.lua, fixedwindow.lua, slidingwindow.lua, slidingwindowcounter.lua),
+-- then pause.lua and budget.lua, which reads the arguments and runs the op.
+--
+-- Times are microseconds of the server's TIME. ARGV[2] is a test-only
+-- frozen time: 0 in production, where the script reads TIME.
+local now = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- defines maps an algorithm's name to the function that builds its
+-- table, so that a call builds only the algorithms its parts use: Redis
+-- runs the whole script body on every call, and Redis's time per call is
+-- what BenchmarkRedisDecision (≥ 0.9× redis_rate) comes down to.
+-- algorithms holds those built, by name. An algorithm's table has:
+--   params            the names of its parameters, in ARGV order
+--   load(p)           reads the part's state into p
+--   save(p)           writes it back, with a TTL no shorter than its time
+--                     to return to fresh
+--   earliest(p, at, n) the earliest slot >= at where n units fit
+--   remaining(p)      how many units could be taken now
+--   ahead(p)          how many units are booked for slots still ahead
+--   book(p, slot, n)  takes n units at slot; returns what remains and the
+--                     booking's token, which cancel hands back
+--   give(p, token, n) gives back a booking if that keeps the bound
+--   shift(p, at, d)   moves every slot after at later by d (a pause)
+local defines, algorithms = {}, {}
+
+local function fmt(x)
+  return string.format('%d', x)
+end
+
+-- Keys expire in real time, also while a test holds the time frozen:
+-- then they are kept an hour longer, so that a slow test never sees one
+-- expire under it.
+local keep = 0
+if ARGV[2] ~= '0' then keep = 3600 * 1000 end
+
+-- millis returns ttl microseconds as whole milliseconds, rounded up, for
+-- a key's TTL.
+local function millis(ttl)
+  return math.floor(ttl / 1000) + 1 + keep
+end
+
+-- A part other than the sliding log keeps its numbers in one string of
+-- packed 64-bit integers: one GET, and one SET with its TTL, cost Redis
+-- far less than a hash. p.state holds them by name while the script runs:
+--   seq     how many bookings the part has made
+--   latest  the seq of the booking that may still be cancelled in full
+--           (-1: none)
+--   epoch   the pause epoch the part has applied
+--   shifted the pause shift the part has applied
+-- then the algorithm's own fields. Read one with redis-cli:
+--   EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 <key>
+local function packed(fields)
+  local all = {'seq', 'latest', 'epoch', 'shifted'}
+  for _, f in ipairs(fields) do all[#all + 1] = f end
+  return {fields = all, layout = '<' .. string.rep('i8', #all)}
+end
+
+-- loadPacked reads part p's state, laid out as packed(...) says.
+local function loadPacked(p, layout)
+  p.layout = layout
+  local raw = redis.call('GET', p.key)
+  p.new = not raw
+  p.state = {}
+  local v = {}
+  if raw then v = {struct.unpack(layout.layout, raw)} end
+  for i, f in ipairs(layout.fields) do p.state[f] = v[i] or 0 end
+  if p.new then p.state.latest = -1 end
+end
+
+-- savePacked writes p.state with a TTL of ttl microseconds, or deletes the
+-- key when it holds nothing worth keeping.
+local function savePacked(p, ttl)
+  if ttl <= 0 then
+    redis.call('DEL', p.key)
+    return
+  end
+  local v = {}
+  for i, f in ipairs(p.layout.fields) do v[i] = p.state[f] end
+  redis.call('SET', p.key, struct.pack(p.layout.layout, unpack(v)), 'PX', millis(ttl))
+end
+
+-- token joins a booking's numbers into the text cancel hands back.
+local tokenFormats = {'%d', '%d:%d', '%d:%d:%d', '%d:%d:%d:%d'}
+local function token(...)
+  return string.format(tokenFormats[select('#', ...)], ...)
+end
