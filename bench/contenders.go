@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/go-redis/redis_rate/v10"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/egress-go/egress/bench/internal/redisserver"
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,7 +79,7 @@ func run(args []string) int {
 
 func (h *harness) run(micro bool, command string) error {
 	ctx := context.Background()
-	h.up = upstream.New()
+	h.up = upstream.New(upstream.Config{})
 	defer h.up.Close()
 	rs, err := redisserver.Start(ctx)
 	switch {

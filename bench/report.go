@@ -162,9 +162,9 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 		p("the sliding counter is approximate (its documented worst case is about 2·limit−1); a token bucket holds \"limit per window\" only when burst + rate·window ≤ limit, which costs sustained rate. ")
 		p("No algorithm retries here, so a 429 is a request lost.\n\n")
 	}
-	if sc.limit.PauseAfter > 0 {
+	if sc.limit.ThrottleAt > 0 {
 		p("After a pause egress resumes at the sustained rate rather than with a burst (a design decision: a pause shifts the schedule), so it gives up the burst the upstream refilled during the pause, %s here; the theoretical minimum counts that burst.\n\n",
-			fmtSec(time.Duration(float64(sc.limit.Burst)/sc.limit.Rate*float64(time.Second))))
+			fmtSec(time.Duration(float64(sc.limit.Burst)/float64(sc.limit.Rate)*float64(time.Second))))
 	}
 	if st := notBest(sc, s.rows); len(st) > 0 {
 		p("Where egress is not best:\n\n")

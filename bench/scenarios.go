@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/egress-go/egress/bench/internal/redisserver"
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 )
 
 // scenario is one side-by-side run: every contender does the same work
 // against the same upstream limit.
 type scenario struct {
 	id, title  string
-	limit      upstream.Limit
+	limit      upstream.Config
 	shares     []int // requests per worker process
 	goroutines int   // per process
 	contenders []string
@@ -51,10 +51,10 @@ func (sc scenario) minimum() time.Duration {
 		return time.Duration(math.Ceil(n/float64(l.Limit))-1) * l.Window
 	}
 	bursts := 1.0
-	if l.PauseAfter > 0 {
+	if l.ThrottleAt > 0 {
 		bursts = 2
 	}
-	return time.Duration((n-bursts*float64(l.Burst))/l.Rate*float64(time.Second)) + l.PauseFor
+	return time.Duration((n-bursts*float64(l.Burst))/float64(l.Rate)*float64(time.Second)) + l.ThrottleFor
 }
 
 func scenarios(smoke bool) []scenario {
@@ -72,13 +72,13 @@ func scenarios(smoke bool) []scenario {
 	return []scenario{
 		{
 			id: "1", title: "Paid API, one process: 50 req/s, burst 5, 1 000 requests from 32 goroutines",
-			limit:  upstream.Limit{Rate: 50, Burst: 5},
+			limit:  upstream.Config{Rate: 50, Burst: 5},
 			shares: []int{scale(1000, 60)}, goroutines: 32,
 			contenders: single, plot: plotPerBin,
 		},
 		{
 			id: "2", title: "Shared quota, 4 processes: 200 req/s in total (burst 10), 2 000 requests split 1 000/500/300/200",
-			limit:  upstream.Limit{Rate: 200, Burst: 10},
+			limit:  upstream.Config{Rate: 200, Burst: 10},
 			shares: []int{scale(1000, 100), scale(500, 50), scale(300, 30), scale(200, 20)}, goroutines: 16,
 			contenders: []string{"egress (redislimit)", "x/time/rate", "x/time/rate (rate/N)", "redis_rate"},
 			redis:      true, plot: plotPerBin,
@@ -86,13 +86,13 @@ func scenarios(smoke bool) []scenario {
 		{
 			id: "3", title: fmt.Sprintf("Retry-After storm: 50 req/s, burst 5; after %d requests one 429 with Retry-After: %d and %v of refusing everything",
 				scale(200, 20), int(pause.Seconds()), pause),
-			limit:  upstream.Limit{Rate: 50, Burst: 5, PauseAfter: scale(200, 20), PauseFor: pause},
+			limit:  upstream.Config{Rate: 50, Burst: 5, ThrottleAt: scale(200, 20) + 1, ThrottleFor: pause},
 			shares: []int{scale(600, 60)}, goroutines: 32,
 			contenders: single, plot: plotPerBin,
 		},
 		{
 			id: "4", title: "Window boundary: 100 requests per 1 s window (the upstream counts any 1 s), 250 requests starting 200 ms before a boundary",
-			limit:  upstream.Limit{Limit: 100, Window: time.Second},
+			limit:  upstream.Config{Algorithm: upstream.SlidingLog, Limit: 100, Window: time.Second},
 			shares: []int{250}, goroutines: 32, boundary: 200 * time.Millisecond,
 			contenders: []string{"egress fixed window", "egress sliding log", "egress sliding counter", "egress token bucket"},
 			plot:       plotTrailingWindow,
@@ -162,7 +162,7 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 	for i, n := range sc.shares {
 		specs[i] = spec{
 			Contender: name, URL: h.up.URL() + "/api", Requests: n, Goroutines: sc.goroutines,
-			StartAt: start.UnixNano(), Rate: sc.limit.Rate, Burst: sc.limit.Burst,
+			StartAt: start.UnixNano(), Rate: float64(sc.limit.Rate), Burst: sc.limit.Burst,
 			Limit: sc.limit.Limit, Window: sc.limit.Window, Procs: len(sc.shares),
 		}
 		if h.redis != nil {
@@ -248,9 +248,9 @@ func utilization(sc scenario, r row) float64 {
 		return math.NaN()
 	}
 	bursts := 1.0
-	if l.PauseAfter > 0 {
+	if l.ThrottleAt > 0 {
 		bursts = 2
 	}
-	capacity := bursts*float64(l.Burst) + l.Rate*(r.wall-l.PauseFor).Seconds()
+	capacity := bursts*float64(l.Burst) + float64(l.Rate)*(r.wall-l.ThrottleFor).Seconds()
 	return float64(r.admitted) / capacity
 }
