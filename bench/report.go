@@ -89,6 +89,10 @@ func (r *report) write(dir string) error {
 	p("- **Redis/request**: scripts the private redis-server ran (`cmdstat_eval` + `cmdstat_evalsha` from INFO commandstats) per request; each is one round trip. The clients also count every command they send (a go-redis hook): that total, with connection handshakes and NOSCRIPT retries, is given under the table.\n")
 	p("- **client CPU**: user + system CPU of the contender's processes (getrusage via os.ProcessState), including process start.\n\n")
 	for _, s := range r.sections {
+		if s.sc.table != tableRate {
+			r.writeFollowSection(p, s)
+			continue
+		}
 		r.writeSection(p, s)
 	}
 	r.writePacing(p)

@@ -71,3 +71,21 @@ PASS
 	assert.Equal(t, 135.5, m.get("BenchmarkMemoryPerKey", "x-time-rate").perKey)
 	assert.Equal(t, 1.0, m.get("BenchmarkRedisDecision", "redis_rate").roundTrips)
 }
+
+func TestSlidingCounterBest(t *testing.T) {
+	tests := []struct {
+		name      string
+		giveN     int
+		givePhase time.Duration
+		want      time.Duration
+	}{
+		{name: "the limit goes at once", giveN: 2, want: 0},
+		{name: "the next waits until the estimate rounds below the limit", giveN: 3, want: 1250*time.Millisecond + 100*time.Microsecond},
+		{name: "a later phase shortens the first window", giveN: 3, givePhase: 500 * time.Millisecond, want: 750*time.Millisecond + 100*time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, slidingCounterBest(tt.giveN, 2, time.Second, tt.givePhase))
+		})
+	}
+}

@@ -14,15 +14,29 @@ import (
 // scenario is one side-by-side run: every contender does the same work
 // against the same upstream limit.
 type scenario struct {
-	id, title  string
+	id, title string
+	part      string // what -run selects it by; its id when empty
+	table     tableKind
+	// limit is what the upstream enforces, or, with front, what it
+	// publishes: the numbers the contenders are configured with.
 	limit      upstream.Config
-	shares     []int // requests per worker process
-	goroutines int   // per process
+	front      front         // a third-party limiter that decides instead, if any
+	phase      time.Duration // start this long after a boundary of the front's windows, which begin when it is built
+	shares     []int         // requests per worker process
+	goroutines int           // per process
 	contenders []string
 	redis      bool          // contenders share a redis-server; count its commands
 	boundary   time.Duration // start this long before a window boundary (scenario 4)
 	plot       plotKind
 }
+
+type tableKind int
+
+const (
+	tableRate   tableKind = iota // scenarios 1–3
+	tableFollow                  // real upstreams and the leaky bucket (issue 13, issue 11 item 12)
+	tableHidden                  // a headerless upstream with a hidden limit (issue 13)
+)
 
 type plotKind int
 
@@ -45,6 +59,9 @@ func (sc scenario) requests() int {
 // burst is spent at once and the rest flows at its rate; a pause adds
 // its length and refills the burst.
 func (sc scenario) minimum() time.Duration {
+	if sc.table != tableRate {
+		return best(sc, sc.requests())
+	}
 	l := sc.limit
 	n := float64(sc.requests())
 	if l.Window > 0 {
@@ -153,10 +170,30 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 			return r, err
 		}
 	}
-	h.up.Reset(sc.limit)
+	cfg := sc.limit
+	built := time.Now()
+	if sc.front != nil {
+		f, release, err := sc.front()
+		if err != nil {
+			return r, err
+		}
+		defer release()
+		cfg = upstream.Config{Front: f}
+	}
+	h.up.Reset(cfg)
 	start := time.Now().Add(700 * time.Millisecond)
-	if sc.boundary > 0 {
+	switch {
+	case sc.boundary > 0:
 		start = start.Truncate(sc.limit.Window).Add(2*sc.limit.Window - sc.boundary)
+	case sc.phase > 0:
+		// The front's windows start at the instant it was built.
+		start = built.Add(sc.limit.Window + sc.phase)
+	}
+	// A contender that cannot finish in several times the minimum fails
+	// its remaining requests, so that one stuck peer cannot stall the run.
+	deadline := start.Add(3*sc.minimum() + 10*time.Second)
+	if h.smoke {
+		deadline = start.Add(2*sc.minimum() + 3*time.Second)
 	}
 	specs := make([]spec, len(sc.shares))
 	for i, n := range sc.shares {
@@ -164,6 +201,7 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 			Contender: name, URL: h.up.URL() + "/api", Requests: n, Goroutines: sc.goroutines,
 			StartAt: start.UnixNano(), Rate: float64(sc.limit.Rate), Burst: sc.limit.Burst,
 			Limit: sc.limit.Limit, Window: sc.limit.Window, Procs: len(sc.shares),
+			Algorithm: sc.limit.Algorithm, Deadline: deadline.UnixNano(),
 		}
 		if h.redis != nil {
 			specs[i].Redis = h.redis.Addr
@@ -198,7 +236,7 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 	r.arrivals = st.Arrivals
 	r.allArrivals = append(append([]time.Time(nil), st.Arrivals...), st.Refusals...)
 	slices.SortFunc(r.allArrivals, func(a, b time.Time) int { return a.Compare(b) })
-	if sc.limit.Window > 0 {
+	if sc.limit.Window > 0 && sc.table == tableRate {
 		r.maxInWindow = maxIn(r.allArrivals, sc.limit.Window)
 	}
 	return r, check(sc, r)
@@ -244,7 +282,7 @@ func maxIn(ts []time.Time, w time.Duration) int {
 // same wall time.
 func utilization(sc scenario, r row) float64 {
 	l := sc.limit
-	if l.Window > 0 || r.wall <= 0 {
+	if (l.Window > 0 && sc.table == tableRate) || r.wall <= 0 || sc.front != nil {
 		return math.NaN()
 	}
 	bursts := 1.0
