@@ -1,6 +1,7 @@
 // Command bench runs egress side by side with peer libraries against a
-// strict embedded upstream, and writes RESULTS.md with PNG plots beside
-// it. See README.md.
+// strict embedded upstream (and, for issue 13, real third-party
+// limiters), and writes RESULTS.md with PNG plots beside it. See
+// README.md.
 //
 //	go run .          # full run (minutes); writes RESULTS.md and *.png here
 //	go run . -smoke   # every scenario in seconds, into a temp dir; for CI

@@ -81,6 +81,8 @@ func (r *report) write(dir string) error {
 	p("(`internal/upstream`, an `httptest` server on loopback, HTTP/1.1) that enforces its published limit strictly: a token bucket (GCRA) ")
 	p("of the published rate and burst, or a sliding log for scenario 4, answering 429 with `Retry-After` (whole seconds, rounded up) beyond it. ")
 	p("Each request is stamped with its send time by the innermost transport, so the upstream can tell requests *sent after* a 429 left it from requests already in flight.\n\n")
+	p("Scenarios 5a–5c put a third-party server-side limiter in front of that upstream, built as its own docs show, which decides every request; the upstream only records its answers. ")
+	p("Scenarios 6 and 7 use the upstream's own headerless token bucket and its nginx-style leaky bucket.\n\n")
 	p("Columns:\n\n")
 	p("- **wall**: from the common start to the last response, and how far above the theoretical minimum (the burst at once, the rest at the rate, plus any pause).\n")
 	p("- **429s**: refusals the upstream sent.\n")
