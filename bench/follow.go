@@ -206,7 +206,10 @@ func slidingCounterBest(n, limit int, w, phase time.Duration) time.Duration {
 // hiddenStats are the headerless scenario's steady-state measures: from
 // settle after the start to the end of the run.
 type hiddenStats struct {
-	settle          time.Duration
+	settle time.Duration
+	// ran says whether the run lasted past settle; the rates are 0 when
+	// it did not.
+	ran             bool
 	sentPerSec      float64 // attempts that reached the upstream, per second
 	admittedPerSec  float64
 	refusedFraction float64 // of those attempts
@@ -222,6 +225,7 @@ func steady(sc scenario, r row) hiddenStats {
 	if span <= 0 {
 		return hs
 	}
+	hs.ran = true
 	var admitted, all int
 	for _, a := range r.arrivals {
 		if !a.Before(from) && a.Before(to) {
@@ -261,8 +265,12 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 		if hidden {
 			hs := steady(sc, row)
 			lim := float64(sc.limit.Rate)
-			p("| %s | %s | %.2f | %d | %d / %d | %s | %.2f | %.2f | %.1f%% | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
-				fmtPct(utilization(sc, row)), hs.sentPerSec/lim, hs.admittedPerSec/lim, 100*hs.refusedFraction, fmtCPU(row.cpu))
+			sent, admitted, refused := "ended before", "—", "—"
+			if hs.ran {
+				sent, admitted, refused = fmt.Sprintf("%.2f", hs.sentPerSec/lim), fmt.Sprintf("%.2f", hs.admittedPerSec/lim), fmt.Sprintf("%.1f%%", 100*hs.refusedFraction)
+			}
+			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
+				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtCPU(row.cpu))
 			continue
 		}
 		p("| %s | %s | %.2f | %d | %.1f%% | %d | %d / %d | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused,
@@ -344,7 +352,12 @@ func followGoals(sc scenario, rows []row) []goal {
 		if r, ok := find("egress (WithRetry only)"); ok {
 			hs := steady(sc, r)
 			u := hs.admittedPerSec / float64(sc.limit.Rate)
-			add("13", "no limit configured, no headers: steady-state refusals ≤ 1%, utilization ≥ 90%", hs.refusedFraction <= 0.01 && u >= 0.9,
+			what := "no limit configured, no headers: steady-state refusals ≤ 1%, utilization ≥ 90%"
+			if !hs.ran {
+				add("13", what, false, "the run ended at %s, before the steady state, with %d of %d failed", fmtSec(r.wall), r.failed, sc.requests())
+				break
+			}
+			add("13", what, hs.refusedFraction <= 0.01 && u >= 0.9 && r.failed == 0,
 				"%.1f%% refused, %.0f%% of the hidden limit admitted, %d of %d failed", 100*hs.refusedFraction, 100*u, r.failed, sc.requests())
 		}
 	case tableFollow:
