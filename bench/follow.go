@@ -132,8 +132,8 @@ func followScenarios(smoke bool) []scenario {
 	}
 	scs = append(scs, scenario{
 		id: "7", part: "7", table: tableFollow,
-		title:  fmt.Sprintf("nginx-like leaky bucket upstream (limit_req rate=48r/s burst=8 nodelay: 9 at once, excess refused with 429), %d requests from 32 goroutines", n),
-		limit:  upstream.Config{Algorithm: upstream.LeakyBucket, Rate: rate, Burst: 8},
+		title:  fmt.Sprintf("nginx-like leaky bucket upstream (limit_req rate=48r/s burst=8 nodelay, limit_req_status 429: 9 at once, excess refused with a bare 429, no Retry-After, as nginx sends it), %d requests from 32 goroutines", n),
+		limit:  upstream.Config{Algorithm: upstream.LeakyBucket, Rate: rate, Burst: 8, NoRetryAfter: true, Headers: upstream.NoHeaders},
 		shares: []int{n}, goroutines: 32, plot: plotPerBin,
 		contenders: []string{"egress (README)", "x/time/rate", "failsafe-go"},
 	})
