@@ -21,6 +21,9 @@ func egressContenders() map[string]builder {
 		"egress (WithRetry only)": egressRetryOnly,
 		"egress sliding counter":  egressSlidingCounter,
 	}
+	for name, b := range adaptiveContenders() {
+		m[name] = b
+	}
 	for name, b := range windowContenders() {
 		m[name] = b
 	}

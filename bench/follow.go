@@ -116,7 +116,7 @@ func followScenarios(smoke bool) []scenario {
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
 	}
-	hidden := []string{"egress (WithRetry only)", "go-retryablehttp", "failsafe-go (retry only)", "naive"}
+	hidden := []string{"egress (WithRetry only)", "egress (adaptive)", "go-retryablehttp", "failsafe-go (retry only)", "naive"}
 	for i, h := range []struct {
 		rate, status int
 	}{{10, http.StatusTooManyRequests}, {100, http.StatusServiceUnavailable}, {1000, http.StatusTooManyRequests}} {
@@ -325,6 +325,8 @@ func followConfiguration(sc scenario, name string) string {
 		return fmt.Sprintf("`rate.NewLimiter(%d, %d)`, `Wait(ctx)` before each attempt; on a 429, sleep the Retry-After (whole seconds; 1 s when it is missing or not a number) and go again.", l.Rate, l.Burst)
 	case "failsafe-go":
 		return fmt.Sprintf("`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` around `ratelimiter.NewSmoothBuilder(%d, time.Second).WithMaxWaitTime(time.Minute)`.", l.Rate)
+	case "egress (adaptive)":
+		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
 	case "failsafe-go (retry only)":
 		return "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build())`: no limiter (the limit is unknown); its retry policy retries 429 and 5xx with its default delay."
 	}
