@@ -22,13 +22,13 @@ func Example() {
 			return
 		}
 		_ = resp.Body.Close()
-		fmt.Println(resp.Status, "remaining", resp.Header.Get("X-RateLimit-Remaining"), "retry after", resp.Header.Get("Retry-After"))
+		fmt.Printf("%s, remaining %s, Retry-After %q\n", resp.Status, resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("Retry-After"))
 	}
 	st := api.Stats()
 	fmt.Println("admitted", st.Admitted, "refused", st.Refused)
 	// Output:
-	// 200 OK remaining 1 retry after
-	// 200 OK remaining 0 retry after
-	// 429 Too Many Requests remaining 0 retry after 3600
+	// 200 OK, remaining 1, Retry-After ""
+	// 200 OK, remaining 0, Retry-After ""
+	// 429 Too Many Requests, remaining 0, Retry-After "3600"
 	// admitted 2 refused 1
 }
