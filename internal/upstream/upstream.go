@@ -118,7 +118,9 @@ type Stats struct {
 	// server and received before the Retry-After it carried had run out.
 	DuringPause int
 	// Arrivals holds the arrival time of every admitted request, and
-	// Refusals that of every refused one, in order.
+	// Refusals that of every refused one, in the order they were decided
+	// (with Front, the order its answers came, which may differ from the
+	// order of arrival by the time a decision takes).
 	Arrivals, Refusals []time.Time
 }
 
@@ -237,7 +239,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if cfg.Cost != nil {
 		cost = cfg.Cost(r)
 	}
-	v, cfg := s.admit(sendtime.Of(r), cost)
+	v, cfg := s.admit(sendtime.Of(r), cost) // the Config the decision was made under
 	h := w.Header()
 	if v.limit >= 0 {
 		switch cfg.Headers {
