@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"math"
+
+	"github.com/egress-go/egress/internal/upstream"
 	"net/http"
 
 	"github.com/egress-go/egress"
@@ -11,7 +14,16 @@ import (
 
 // egressContenders lists egress's own contenders.
 func egressContenders() map[string]builder {
-	m := map[string]builder{"egress": egressInProcess}
+	m := map[string]builder{
+		"egress":                  egressInProcess,
+		"egress (README)":         egressReadme(1),
+		"egress (25% too high)":   egressReadme(1.25),
+		"egress (WithRetry only)": egressRetryOnly,
+		"egress sliding counter":  egressSlidingCounter,
+	}
+	for name, b := range adaptiveContenders() {
+		m[name] = b
+	}
 	for name, b := range windowContenders() {
 		m[name] = b
 	}
@@ -31,6 +43,51 @@ func egressInProcess(s spec) (client, error) {
 		return nil, err
 	}
 	return egressClient(tb), nil
+}
+
+// egressReadme is egress as its README recommends for the algorithm the
+// upstream documents, at factor times the published limit: a leaky bucket
+// for an nginx-style leaky bucket, a sliding window for "N per window",
+// and a token bucket otherwise, each with WithTolerance(DefaultTolerance),
+// and WithRetry with the default Policy.
+func egressReadme(factor float64) builder {
+	return func(s spec) (client, error) {
+		rate := throttle.PerSecond(int(math.Round(s.Rate * factor)))
+		limit := int(math.Round(float64(s.Limit) * factor))
+		tolerance := throttle.WithTolerance(throttle.DefaultTolerance)
+		var l throttle.Limiter
+		var err error
+		switch s.Algorithm {
+		case upstream.LeakyBucket:
+			l, err = throttle.NewLeakyBucket(rate, s.Burst, tolerance)
+		case upstream.SlidingLog, upstream.FixedWindow:
+			l, err = throttle.NewSlidingWindow(limit, s.Window, tolerance)
+		default:
+			l, err = throttle.NewTokenBucket(rate, s.Burst, tolerance)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return egressClient(l), nil
+	}
+}
+
+// egressSlidingCounter is egress with the sliding-window counter, the
+// algorithm go-chi/httprate documents, at its published limit.
+func egressSlidingCounter(s spec) (client, error) {
+	l, err := throttle.NewSlidingWindowCounter(s.Limit, s.Window, throttle.WithTolerance(throttle.DefaultTolerance))
+	if err != nil {
+		return nil, err
+	}
+	return egressClient(l), nil
+}
+
+// egressRetryOnly is egress with no limiter: only WithRetry with the
+// default Policy, so what the upstream answers is all that shapes the
+// pace.
+func egressRetryOnly(spec) (client, error) {
+	t := egress.NewTransport(base(), egress.WithRetry(retryafter.Policy{}))
+	return httpDoer{httpClient{hc: &http.Client{Transport: t}}}, nil
 }
 
 // egressClient wraps base in a Transport on l with the default retry

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/go-redis/redis_rate/v10"
@@ -22,12 +22,13 @@ type builder func(s spec) (client, error)
 // contenders maps every contender's name to its builder.
 func contenders() map[string]builder {
 	m := map[string]builder{
-		"x/time/rate":          xrate(false),
-		"x/time/rate (rate/N)": xrate(true),
-		"go-retryablehttp":     retryable,
-		"failsafe-go":          failsafe,
-		"naive":                naive,
-		"redis_rate":           redisRate,
+		"x/time/rate":              xrate(false),
+		"x/time/rate (rate/N)":     xrate(true),
+		"go-retryablehttp":         retryable,
+		"failsafe-go":              failsafe,
+		"failsafe-go (retry only)": failsafeRetryOnly,
+		"naive":                    naive,
+		"redis_rate":               redisRate,
 	}
 	for name, b := range egressContenders() {
 		m[name] = b
@@ -171,6 +172,13 @@ func failsafe(s spec) (client, error) {
 		WithMaxWaitTime(time.Minute).Build()
 	rp := failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build()
 	return httpDoer{httpClient{hc: &http.Client{Transport: failsafehttp.NewRoundTripper(base(), rp, rl)}}}, nil
+}
+
+// failsafeRetryOnly is failsafe-go's HTTP retry policy with no limiter,
+// for an upstream whose limit is unknown.
+func failsafeRetryOnly(spec) (client, error) {
+	rp := failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build()
+	return httpDoer{httpClient{hc: &http.Client{Transport: failsafehttp.NewRoundTripper(base(), rp)}}}, nil
 }
 
 // httpDoer is a client whose http.Client does all the work.

@@ -25,6 +25,12 @@ func (r *report) goals() []goal {
 	}
 	for _, s := range r.sections {
 		sc := s.sc
+		if sc.table != tableRate {
+			for _, g := range followGoals(sc, s.rows) {
+				add(g.issue, g.what, true, g.met, "%s", g.measured)
+			}
+			continue
+		}
 		for _, row := range s.rows {
 			if !strings.HasPrefix(row.contender, "egress") || row.skipped != "" {
 				continue

@@ -1,6 +1,7 @@
 // Command bench runs egress side by side with peer libraries against a
-// strict embedded upstream, and writes RESULTS.md with PNG plots beside
-// it. See README.md.
+// strict embedded upstream (and, for issue 13, real third-party
+// limiters), and writes RESULTS.md with PNG plots beside it. See
+// README.md.
 //
 //	go run .          # full run (minutes); writes RESULTS.md and *.png here
 //	go run . -smoke   # every scenario in seconds, into a temp dir; for CI
@@ -16,7 +17,7 @@ import (
 	"time"
 
 	"github.com/egress-go/egress/bench/internal/redisserver"
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,13 +43,18 @@ type harness struct {
 // runs reports whether part is to run.
 func (h *harness) runs(part string) bool { return len(h.only) == 0 || h.only[part] }
 
+// runsScenario reports whether sc is to run.
+func (h *harness) runsScenario(sc scenario) bool {
+	return h.runs(sc.id) || (sc.part != "" && h.runs(sc.part))
+}
+
 func run(args []string) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", false, "run every scenario in seconds, write into a temp dir, exit non-zero if the harness breaks")
 	short := fs.Bool("short", false, "same as -smoke")
 	out := fs.String("out", "", "directory for RESULTS.md and the plots (default: this directory, or a temp dir with -smoke)")
 	micro := fs.Bool("micro", true, "also run the micro-benchmarks (go test -bench) and add their table (full run only)")
-	only := fs.String("run", "", "comma-separated parts to run, of 1,2,3,4,pacing,accuracy (default all); for development")
+	only := fs.String("run", "", "comma-separated parts to run, of 1,2,3,4,5,6,7 (or one scenario: 5a, 6b...),pacing,accuracy (default all); for development")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -79,7 +85,7 @@ func run(args []string) int {
 
 func (h *harness) run(micro bool, command string) error {
 	ctx := context.Background()
-	h.up = upstream.New()
+	h.up = upstream.New(upstream.Config{})
 	defer h.up.Close()
 	rs, err := redisserver.Start(ctx)
 	switch {
@@ -94,8 +100,8 @@ func (h *harness) run(micro bool, command string) error {
 		defer h.rdb.Close()
 	}
 	rep := &report{smoke: h.smoke, command: command, started: time.Now(), load: loadAverage()}
-	for _, sc := range scenarios(h.smoke) {
-		if !h.runs(sc.id) {
+	for _, sc := range append(scenarios(h.smoke), followScenarios(h.smoke)...) {
+		if !h.runsScenario(sc) {
 			continue
 		}
 		fmt.Printf("== scenario %s: %s\n", sc.id, sc.title)

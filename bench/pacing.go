@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 )
 
 // pacingRuns is how many times the sustained-pacing run repeats.
@@ -19,7 +19,7 @@ func pacingScenario(smoke bool) scenario {
 	}
 	return scenario{
 		id: "P", title: fmt.Sprintf("Sustained pacing: 100 req/s, burst 10, %d requests from 16 goroutines", n),
-		limit:  upstream.Limit{Rate: 100, Burst: 10},
+		limit:  upstream.Config{Rate: 100, Burst: 10},
 		shares: []int{n}, goroutines: 16,
 		contenders: []string{"egress"},
 	}

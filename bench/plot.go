@@ -42,7 +42,7 @@ func (h *harness) plot(sc scenario, rows []row) error {
 		return nil
 	}
 	end := 2 * sc.minimum().Seconds()
-	limit, ylabel := sc.limit.Rate*bin.Seconds(), "admitted per 100 ms"
+	limit, ylabel := float64(sc.limit.Rate)*bin.Seconds(), "admitted per 100 ms"
 	if sc.plot == plotTrailingWindow {
 		limit, ylabel = float64(sc.limit.Limit), "sent in trailing "+sc.limit.Window.String()
 	}

@@ -81,6 +81,8 @@ func (r *report) write(dir string) error {
 	p("(`internal/upstream`, an `httptest` server on loopback, HTTP/1.1) that enforces its published limit strictly: a token bucket (GCRA) ")
 	p("of the published rate and burst, or a sliding log for scenario 4, answering 429 with `Retry-After` (whole seconds, rounded up) beyond it. ")
 	p("Each request is stamped with its send time by the innermost transport, so the upstream can tell requests *sent after* a 429 left it from requests already in flight.\n\n")
+	p("Scenarios 5a–5c put a third-party server-side limiter in front of that upstream, built as its own docs show, which decides every request; the upstream only records its answers. ")
+	p("Scenarios 6 and 7 use the upstream's own headerless token bucket and its nginx-style leaky bucket.\n\n")
 	p("Columns:\n\n")
 	p("- **wall**: from the common start to the last response, and how far above the theoretical minimum (the burst at once, the rest at the rate, plus any pause).\n")
 	p("- **429s**: refusals the upstream sent.\n")
@@ -89,6 +91,10 @@ func (r *report) write(dir string) error {
 	p("- **Redis/request**: scripts the private redis-server ran (`cmdstat_eval` + `cmdstat_evalsha` from INFO commandstats) per request; each is one round trip. The clients also count every command they send (a go-redis hook): that total, with connection handshakes and NOSCRIPT retries, is given under the table.\n")
 	p("- **client CPU**: user + system CPU of the contender's processes (getrusage via os.ProcessState), including process start.\n\n")
 	for _, s := range r.sections {
+		if s.sc.table != tableRate {
+			r.writeFollowSection(p, s)
+			continue
+		}
 		r.writeSection(p, s)
 	}
 	r.writePacing(p)
@@ -162,9 +168,9 @@ func (r *report) writeSection(p func(string, ...any), s section) {
 		p("the sliding counter is approximate (its documented worst case is about 2·limit−1); a token bucket holds \"limit per window\" only when burst + rate·window ≤ limit, which costs sustained rate. ")
 		p("No algorithm retries here, so a 429 is a request lost.\n\n")
 	}
-	if sc.limit.PauseAfter > 0 {
+	if sc.limit.ThrottleAt > 0 {
 		p("After a pause egress resumes at the sustained rate rather than with a burst (a design decision: a pause shifts the schedule), so it gives up the burst the upstream refilled during the pause, %s here; the theoretical minimum counts that burst.\n\n",
-			fmtSec(time.Duration(float64(sc.limit.Burst)/sc.limit.Rate*float64(time.Second))))
+			fmtSec(time.Duration(float64(sc.limit.Burst)/float64(sc.limit.Rate)*float64(time.Second))))
 	}
 	if st := notBest(sc, s.rows); len(st) > 0 {
 		p("Where egress is not best:\n\n")
@@ -341,7 +347,8 @@ func peerVersions() string {
 		return "unknown"
 	}
 	want := []string{"golang.org/x/time", "go.uber.org/ratelimit", "github.com/failsafe-go/failsafe-go",
-		"github.com/hashicorp/go-retryablehttp", "github.com/go-redis/redis_rate/v10", "github.com/redis/go-redis/v9"}
+		"github.com/hashicorp/go-retryablehttp", "github.com/go-redis/redis_rate/v10", "github.com/redis/go-redis/v9",
+		"github.com/go-chi/httprate", "github.com/throttled/throttled/v2", "github.com/sethvargo/go-limiter"}
 	var out []string
 	for _, w := range want {
 		for _, d := range bi.Deps {

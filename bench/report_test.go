@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/egress-go/egress/internal/upstream"
 )
 
 func TestMaxIn(t *testing.T) {
@@ -70,4 +72,41 @@ PASS
 	assert.Equal(t, "x-time-rate", m.reference("BenchmarkAllow/keys=1"))
 	assert.Equal(t, 135.5, m.get("BenchmarkMemoryPerKey", "x-time-rate").perKey)
 	assert.Equal(t, 1.0, m.get("BenchmarkRedisDecision", "redis_rate").roundTrips)
+}
+
+func TestSlidingCounterBest(t *testing.T) {
+	tests := []struct {
+		name      string
+		giveN     int
+		givePhase time.Duration
+		want      time.Duration
+	}{
+		{name: "the limit goes at once", giveN: 2, want: 0},
+		{name: "the next waits until the estimate rounds below the limit", giveN: 3, want: 1250*time.Millisecond + 100*time.Microsecond},
+		{name: "a later phase shortens the first window", giveN: 3, givePhase: 500 * time.Millisecond, want: 750*time.Millisecond + 100*time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, slidingCounterBest(tt.giveN, 2, time.Second, tt.givePhase))
+		})
+	}
+}
+
+func TestBest(t *testing.T) {
+	tests := []struct {
+		name   string
+		giveSc scenario
+		giveN  int
+		want   time.Duration
+	}{
+		{name: "token bucket: the burst at once, the rest at the rate", giveSc: scenario{limit: upstream.Config{Rate: 48, Burst: 9}}, giveN: 600, want: 12312500 * time.Microsecond},
+		{name: "nginx leaky bucket: 1+burst at once", giveSc: scenario{limit: upstream.Config{Algorithm: upstream.LeakyBucket, Rate: 48, Burst: 8}}, giveN: 600, want: 12312500 * time.Microsecond},
+		{name: "go-limiter: whole windows", giveSc: scenario{id: "5c", limit: upstream.Config{Limit: 48, Window: time.Second}}, giveN: 600, want: 12 * time.Second},
+		{name: "go-limiter: one window", giveSc: scenario{id: "5c", limit: upstream.Config{Limit: 48, Window: time.Second}}, giveN: 48, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, best(tt.giveSc, tt.giveN))
+		})
+	}
 }

@@ -8,21 +8,35 @@ import (
 	"time"
 
 	"github.com/egress-go/egress/bench/internal/redisserver"
-	"github.com/egress-go/egress/bench/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 )
 
 // scenario is one side-by-side run: every contender does the same work
 // against the same upstream limit.
 type scenario struct {
-	id, title  string
-	limit      upstream.Limit
-	shares     []int // requests per worker process
-	goroutines int   // per process
+	id, title string
+	part      string // what -run selects it by; its id when empty
+	table     tableKind
+	// limit is what the upstream enforces, or, with front, what it
+	// publishes: the numbers the contenders are configured with.
+	limit      upstream.Config
+	front      front         // a third-party limiter that decides instead, if any
+	phase      time.Duration // start this long after a boundary of the front's windows, which begin when it is built
+	shares     []int         // requests per worker process
+	goroutines int           // per process
 	contenders []string
 	redis      bool          // contenders share a redis-server; count its commands
 	boundary   time.Duration // start this long before a window boundary (scenario 4)
 	plot       plotKind
 }
+
+type tableKind int
+
+const (
+	tableRate   tableKind = iota // scenarios 1–3
+	tableFollow                  // real upstreams and the leaky bucket (issue 13, issue 11 item 12)
+	tableHidden                  // a headerless upstream with a hidden limit (issue 13)
+)
 
 type plotKind int
 
@@ -45,16 +59,19 @@ func (sc scenario) requests() int {
 // burst is spent at once and the rest flows at its rate; a pause adds
 // its length and refills the burst.
 func (sc scenario) minimum() time.Duration {
+	if sc.table != tableRate {
+		return best(sc, sc.requests())
+	}
 	l := sc.limit
 	n := float64(sc.requests())
 	if l.Window > 0 {
 		return time.Duration(math.Ceil(n/float64(l.Limit))-1) * l.Window
 	}
 	bursts := 1.0
-	if l.PauseAfter > 0 {
+	if l.ThrottleAt > 0 {
 		bursts = 2
 	}
-	return time.Duration((n-bursts*float64(l.Burst))/l.Rate*float64(time.Second)) + l.PauseFor
+	return time.Duration((n-bursts*float64(l.Burst))/float64(l.Rate)*float64(time.Second)) + l.ThrottleFor
 }
 
 func scenarios(smoke bool) []scenario {
@@ -72,13 +89,13 @@ func scenarios(smoke bool) []scenario {
 	return []scenario{
 		{
 			id: "1", title: "Paid API, one process: 50 req/s, burst 5, 1 000 requests from 32 goroutines",
-			limit:  upstream.Limit{Rate: 50, Burst: 5},
+			limit:  upstream.Config{Rate: 50, Burst: 5},
 			shares: []int{scale(1000, 60)}, goroutines: 32,
 			contenders: single, plot: plotPerBin,
 		},
 		{
 			id: "2", title: "Shared quota, 4 processes: 200 req/s in total (burst 10), 2 000 requests split 1 000/500/300/200",
-			limit:  upstream.Limit{Rate: 200, Burst: 10},
+			limit:  upstream.Config{Rate: 200, Burst: 10},
 			shares: []int{scale(1000, 100), scale(500, 50), scale(300, 30), scale(200, 20)}, goroutines: 16,
 			contenders: []string{"egress (redislimit)", "x/time/rate", "x/time/rate (rate/N)", "redis_rate"},
 			redis:      true, plot: plotPerBin,
@@ -86,13 +103,13 @@ func scenarios(smoke bool) []scenario {
 		{
 			id: "3", title: fmt.Sprintf("Retry-After storm: 50 req/s, burst 5; after %d requests one 429 with Retry-After: %d and %v of refusing everything",
 				scale(200, 20), int(pause.Seconds()), pause),
-			limit:  upstream.Limit{Rate: 50, Burst: 5, PauseAfter: scale(200, 20), PauseFor: pause},
+			limit:  upstream.Config{Rate: 50, Burst: 5, ThrottleAt: scale(200, 20) + 1, ThrottleFor: pause},
 			shares: []int{scale(600, 60)}, goroutines: 32,
 			contenders: single, plot: plotPerBin,
 		},
 		{
 			id: "4", title: "Window boundary: 100 requests per 1 s window (the upstream counts any 1 s), 250 requests starting 200 ms before a boundary",
-			limit:  upstream.Limit{Limit: 100, Window: time.Second},
+			limit:  upstream.Config{Algorithm: upstream.SlidingLog, Limit: 100, Window: time.Second},
 			shares: []int{250}, goroutines: 32, boundary: 200 * time.Millisecond,
 			contenders: []string{"egress fixed window", "egress sliding log", "egress sliding counter", "egress token bucket"},
 			plot:       plotTrailingWindow,
@@ -141,7 +158,7 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
 func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, error) {
 	r := row{contender: name}
 	if _, ok := contenders()[name]; !ok {
-		r.skipped = "not built into this bench (its egress package has not landed)"
+		r.skipped = "not built into this bench (its egress API has not landed; egress (adaptive) builds with -tags adaptive)"
 		return r, nil
 	}
 	if sc.redis {
@@ -153,17 +170,38 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 			return r, err
 		}
 	}
-	h.up.Reset(sc.limit)
+	cfg := sc.limit
+	built := time.Now()
+	if sc.front != nil {
+		f, release, err := sc.front()
+		if err != nil {
+			return r, err
+		}
+		defer release()
+		cfg = upstream.Config{Front: f}
+	}
+	h.up.Reset(cfg)
 	start := time.Now().Add(700 * time.Millisecond)
-	if sc.boundary > 0 {
+	switch {
+	case sc.boundary > 0:
 		start = start.Truncate(sc.limit.Window).Add(2*sc.limit.Window - sc.boundary)
+	case sc.phase > 0:
+		// The front's windows start at the instant it was built.
+		start = built.Add(sc.limit.Window + sc.phase)
+	}
+	// A contender that cannot finish in several times the minimum fails
+	// its remaining requests, so that one stuck peer cannot stall the run.
+	deadline := start.Add(3*sc.minimum() + 10*time.Second)
+	if h.smoke {
+		deadline = start.Add(2*sc.minimum() + 3*time.Second)
 	}
 	specs := make([]spec, len(sc.shares))
 	for i, n := range sc.shares {
 		specs[i] = spec{
 			Contender: name, URL: h.up.URL() + "/api", Requests: n, Goroutines: sc.goroutines,
-			StartAt: start.UnixNano(), Rate: sc.limit.Rate, Burst: sc.limit.Burst,
+			StartAt: start.UnixNano(), Rate: float64(sc.limit.Rate), Burst: sc.limit.Burst,
 			Limit: sc.limit.Limit, Window: sc.limit.Window, Procs: len(sc.shares),
+			Algorithm: sc.limit.Algorithm, Deadline: deadline.UnixNano(),
 		}
 		if h.redis != nil {
 			specs[i].Redis = h.redis.Addr
@@ -198,7 +236,7 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 	r.arrivals = st.Arrivals
 	r.allArrivals = append(append([]time.Time(nil), st.Arrivals...), st.Refusals...)
 	slices.SortFunc(r.allArrivals, func(a, b time.Time) int { return a.Compare(b) })
-	if sc.limit.Window > 0 {
+	if sc.limit.Window > 0 && sc.table == tableRate {
 		r.maxInWindow = maxIn(r.allArrivals, sc.limit.Window)
 	}
 	return r, check(sc, r)
@@ -244,13 +282,13 @@ func maxIn(ts []time.Time, w time.Duration) int {
 // same wall time.
 func utilization(sc scenario, r row) float64 {
 	l := sc.limit
-	if l.Window > 0 || r.wall <= 0 {
+	if (l.Window > 0 && sc.table == tableRate) || r.wall <= 0 || sc.front != nil {
 		return math.NaN()
 	}
 	bursts := 1.0
-	if l.PauseAfter > 0 {
+	if l.ThrottleAt > 0 {
 		bursts = 2
 	}
-	capacity := bursts*float64(l.Burst) + l.Rate*(r.wall-l.PauseFor).Seconds()
+	capacity := bursts*float64(l.Burst) + float64(l.Rate)*(r.wall-l.ThrottleFor).Seconds()
 	return float64(r.admitted) / capacity
 }

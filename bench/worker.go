@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/egress-go/egress/internal/upstream"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +34,11 @@ type spec struct {
 	Limit      int           `json:"limit,omitempty"` // a windowed limit: Limit per Window
 	Window     time.Duration `json:"window,omitempty"`
 	Procs      int           `json:"procs"` // how many processes share the quota
+	// Algorithm is how the upstream documents its limit, for contenders
+	// that pick theirs from it.
+	Algorithm upstream.Algorithm `json:"algorithm"`
+	// Deadline, in Unix nanoseconds, ends every request still going.
+	Deadline int64 `json:"deadline,omitempty"`
 }
 
 // outcome is what a worker reports back on its stdout.
@@ -85,6 +92,11 @@ func work(s spec) outcome {
 	defer c.close()
 	time.Sleep(time.Until(time.Unix(0, s.StartAt)))
 	ctx := context.Background()
+	if s.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, s.Deadline))
+		defer cancel()
+	}
 	var next, okN, failed atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/egress-go/egress"
-	"github.com/egress-go/egress/examples/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 )

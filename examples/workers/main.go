@@ -29,7 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/egress-go/egress"
-	"github.com/egress-go/egress/examples/internal/upstream"
+	"github.com/egress-go/egress/internal/upstream"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )

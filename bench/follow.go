@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/httprate"
+	"github.com/sethvargo/go-limiter/httplimit"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+
+	"github.com/egress-go/egress/internal/upstream"
+)
+
+// This file holds the scenarios of issue 13 (real third-party limiters as
+// upstreams, and a headerless upstream with a hidden limit) and issue 11
+// item 12 (an nginx-like leaky bucket).
+
+// front builds a fresh third-party limiter in front of a handler that
+// answers 200, and a func that releases it.
+type front func() (http.Handler, func(), error)
+
+// okHandler is what every limiter guards.
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+
+// httprateFront is go-chi/httprate as its README shows, with one limit for
+// every caller: httprate.LimitAll(limit, window). A sliding-window counter
+// whose windows start at the instant the limiter is built (v0.16.1 aligns
+// an in-memory limiter so); every answer carries X-RateLimit-Limit,
+// -Remaining and -Reset (the window's end as a Unix epoch second,
+// truncated), and a 429 carries Retry-After: the window length in seconds.
+func httprateFront(limit int, window time.Duration) front {
+	return func() (http.Handler, func(), error) {
+		return httprate.LimitAll(limit, window)(okHandler), func() {}, nil
+	}
+}
+
+// throttledFront is throttled/throttled v2 as its package example shows: a
+// GCRA of rate per second in memstore, with MaxBurst maxBurst (maxBurst+1
+// at once), through HTTPRateLimiterCtx varying by path. Every answer
+// carries X-RateLimit-Limit, -Remaining and -Reset (seconds until the
+// bucket is full, rounded up); a 429 carries Retry-After (seconds, rounded
+// up).
+func throttledFront(rate, maxBurst int) front {
+	return func() (http.Handler, func(), error) {
+		store, err := memstore.NewCtx(65536)
+		if err != nil {
+			return nil, nil, err
+		}
+		quota := throttled.RateQuota{MaxRate: throttled.PerSec(rate), MaxBurst: maxBurst}
+		rl, err := throttled.NewGCRARateLimiterCtx(store, quota)
+		if err != nil {
+			return nil, nil, err
+		}
+		h := throttled.HTTPRateLimiterCtx{RateLimiter: rl, VaryBy: &throttled.VaryBy{Path: true}}
+		return h.RateLimit(okHandler), func() {}, nil
+	}
+}
+
+// goLimiterFront is sethvargo/go-limiter as its README shows: a memorystore
+// of tokens per interval behind httplimit.NewMiddleware keyed by IP. Each
+// key's windows start at its first request and refill in full at every
+// interval: a fixed window not aligned to the clock. Every answer carries
+// X-RateLimit-Limit, -Remaining and -Reset, the reset as an HTTP-date
+// (RFC 1123, whole seconds, truncated); a 429 carries the same date in
+// Retry-After.
+func goLimiterFront(tokens int, interval time.Duration) front {
+	return func() (http.Handler, func(), error) {
+		store, err := memorystore.New(&memorystore.Config{Tokens: uint64(tokens), Interval: interval})
+		if err != nil {
+			return nil, nil, err
+		}
+		mw, err := httplimit.NewMiddleware(store, httplimit.IPKeyFunc())
+		if err != nil {
+			return nil, nil, err
+		}
+		return mw.Handle(okHandler), func() { _ = store.Close(context.Background()) }, nil
+	}
+}
+
+// followScenarios are the rows of issue 13 and issue 11 item 12.
+func followScenarios(smoke bool) []scenario {
+	scale := func(full, small int) int {
+		if smoke {
+			return small
+		}
+		return full
+	}
+	const rate = 48
+	n := scale(600, 60)
+	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
+	window := upstream.Config{Algorithm: upstream.SlidingLog, Rate: rate, Burst: rate, Limit: rate, Window: time.Second}
+	scs := []scenario{
+		{
+			id: "5a", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream: go-chi/httprate, 48 per 1 s window (sliding-window counter), %d requests from 32 goroutines, starting 10 ms after one of its window boundaries", n),
+			limit: window, front: httprateFront(rate, time.Second), phase: 10 * time.Millisecond,
+			shares: []int{n}, goroutines: 32, plot: plotPerBin,
+			contenders: append(real[:1:1], append([]string{"egress sliding counter"}, real[1:]...)...),
+		},
+		{
+			id: "5b", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream: throttled/throttled v2, GCRA 48/s with MaxBurst 8 (9 at once), %d requests from 32 goroutines", n),
+			limit: upstream.Config{Rate: rate, Burst: 9}, front: throttledFront(rate, 8),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
+		},
+		{
+			id: "5c", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream: sethvargo/go-limiter, 48 tokens per 1 s interval (a fixed window from the first request; reset as an HTTP-date), %d requests from 32 goroutines", n),
+			limit: window, front: goLimiterFront(rate, time.Second),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
+		},
+	}
+	hidden := []string{"egress (WithRetry only)", "egress (adaptive)", "go-retryablehttp", "failsafe-go (retry only)", "naive"}
+	for i, h := range []struct {
+		rate, status int
+	}{{10, http.StatusTooManyRequests}, {100, http.StatusServiceUnavailable}, {1000, http.StatusTooManyRequests}} {
+		secs := scale(10, 2) // long enough to see a steady state after 5 s
+		burst := max(h.rate/10, 1)
+		scs = append(scs, scenario{
+			id: "6" + string(rune('a'+i)), part: "6", table: tableHidden,
+			title: fmt.Sprintf("Headerless upstream, hidden limit %d/s (token bucket, burst %d), answering a bare %d: no Retry-After, no quota headers; %d requests from 32 goroutines",
+				h.rate, burst, h.status, secs*h.rate),
+			limit:  upstream.Config{Rate: h.rate, Burst: burst, Status: h.status, NoRetryAfter: true, Headers: upstream.NoHeaders},
+			shares: []int{secs * h.rate}, goroutines: 32, plot: plotPerBin, contenders: hidden,
+		})
+	}
+	scs = append(scs, scenario{
+		id: "7", part: "7", table: tableFollow,
+		title:  fmt.Sprintf("nginx-like leaky bucket upstream (limit_req rate=48r/s burst=8 nodelay, limit_req_status 429: 9 at once, excess refused with a bare 429, no Retry-After, as nginx sends it), %d requests from 32 goroutines", n),
+		limit:  upstream.Config{Algorithm: upstream.LeakyBucket, Rate: rate, Burst: 8, NoRetryAfter: true, Headers: upstream.NoHeaders},
+		shares: []int{n}, goroutines: 32, plot: plotPerBin,
+		contenders: []string{"egress (README)", "x/time/rate", "failsafe-go"},
+	})
+	if !smoke {
+		return scs
+	}
+	// The smoke run builds every contender once and every upstream once,
+	// and no more: CI runs it.
+	var out []scenario
+	for _, sc := range scs {
+		switch sc.id {
+		case "5b", "5c", "7":
+			sc.contenders = sc.contenders[:1]
+		case "6a", "6c":
+			continue
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// best is the least wall time any client can need for n requests against
+// sc's upstream: a greedy client that sends whenever the upstream's own
+// algorithm would admit, simulated at 100 µs steps for the windowed
+// upstreams.
+func best(sc scenario, n int) time.Duration {
+	l := sc.limit
+	switch {
+	case sc.id == "5a":
+		return slidingCounterBest(n, l.Limit, l.Window, sc.phase)
+	case sc.id == "5c":
+		return time.Duration(math.Ceil(float64(n)/float64(l.Limit))-1) * l.Window
+	case l.Algorithm == upstream.LeakyBucket:
+		return time.Duration(float64(n-l.Burst-1) / float64(l.Rate) * float64(time.Second))
+	}
+	return time.Duration(float64(n-l.Burst) / float64(l.Rate) * float64(time.Second))
+}
+
+// slidingCounterBest simulates httprate's sliding-window counter for a
+// client that starts phase after a window boundary and sends each request
+// as soon as it would be admitted, and returns when the n-th is admitted.
+// httprate admits when round(prev·(w−elapsed)/w + curr) + 1 ≤ limit.
+func slidingCounterBest(n, limit int, w, phase time.Duration) time.Duration {
+	const step = 100 * time.Microsecond
+	prev, curr, sent := 0, 0, 0
+	win := time.Duration(0) // start of the current window, relative to the boundary before the start
+	for t := phase; ; t += step {
+		if t-win >= w {
+			prev, curr = curr, 0
+			if t-win >= 2*w {
+				prev = 0
+			}
+			win = t - (t-win)%w
+		}
+		elapsed := t - win
+		for sent < n {
+			r := float64(prev)*float64(w-elapsed)/float64(w) + float64(curr)
+			if int(math.Round(r))+1 > limit {
+				break
+			}
+			curr++
+			sent++
+		}
+		if sent == n {
+			return t - phase
+		}
+	}
+}
+
+// hiddenStats are the headerless scenario's steady-state measures: from
+// settle after the start to the end of the run.
+type hiddenStats struct {
+	settle time.Duration
+	// ran says whether the run lasted past settle; the rates are 0 when
+	// it did not.
+	ran             bool
+	sentPerSec      float64 // attempts that reached the upstream, per second
+	admittedPerSec  float64
+	refusedFraction float64 // of those attempts
+}
+
+// steady measures r after settle: 5 s, or half the minimum wall time when
+// that is shorter.
+func steady(sc scenario, r row) hiddenStats {
+	settle := min(5*time.Second, sc.minimum()/2)
+	hs := hiddenStats{settle: settle}
+	from, to := r.start.Add(settle), r.start.Add(r.wall)
+	span := to.Sub(from).Seconds()
+	if span <= 0 {
+		return hs
+	}
+	hs.ran = true
+	var admitted, all int
+	for _, a := range r.arrivals {
+		if !a.Before(from) && a.Before(to) {
+			admitted++
+		}
+	}
+	for _, a := range r.allArrivals {
+		if !a.Before(from) && a.Before(to) {
+			all++
+		}
+	}
+	hs.sentPerSec, hs.admittedPerSec = float64(all)/span, float64(admitted)/span
+	if all > 0 {
+		hs.refusedFraction = float64(all-admitted) / float64(all)
+	}
+	return hs
+}
+
+// writeFollowSection writes a scenario of issue 13 or issue 11 item 12.
+func (r *report) writeFollowSection(p func(string, ...any), s section) {
+	sc := s.sc
+	p("## Scenario %s. %s\n\n", sc.id, sc.title)
+	p("Minimum wall time: %s (a greedy client against the upstream's own algorithm).\n\n", fmtSec(sc.minimum()))
+	hidden := sc.table == tableHidden
+	if hidden {
+		p("| contender | wall | ÷ minimum | refusals | ok / failed | utilization | after %s: reached the upstream /s ÷ hidden limit | admitted /s ÷ hidden limit | refused, of what reached it | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+			fmtSec(steady(sc, row{}).settle))
+	} else {
+		p("| contender | wall | ÷ minimum | 429s | 429s, of requests | sent in a pause | ok / failed | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	}
+	for _, row := range s.rows {
+		if row.skipped != "" {
+			p("| %s | skipped: %s |\n", row.contender, row.skipped)
+			continue
+		}
+		ratio := row.wall.Seconds() / sc.minimum().Seconds()
+		if hidden {
+			hs := steady(sc, row)
+			lim := float64(sc.limit.Rate)
+			sent, admitted, refused := "ended before", "—", "—"
+			if hs.ran {
+				sent, admitted, refused = fmt.Sprintf("%.2f", hs.sentPerSec/lim), fmt.Sprintf("%.2f", hs.admittedPerSec/lim), fmt.Sprintf("%.1f%%", 100*hs.refusedFraction)
+			}
+			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
+				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtCPU(row.cpu))
+			continue
+		}
+		p("| %s | %s | %.2f | %d | %.1f%% | %d | %d / %d | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused,
+			100*float64(row.refused)/float64(sc.requests()), row.duringPause, row.ok, row.failed, fmtCPU(row.cpu))
+	}
+	p("\n")
+	if hidden {
+		p("The steady-state columns count from %s after the start (5 s, or half the minimum when that is shorter) to the end of each run. Utilization is admitted ÷ (burst + hidden rate × wall).\n\n", fmtSec(steady(sc, row{}).settle))
+	}
+	if sc.plot != plotNone {
+		p("![scenario %s](%s)\n\n", sc.id, plotFile(sc))
+	}
+	p("How each contender was configured:\n\n")
+	for _, row := range s.rows {
+		p("- **%s**: %s\n", row.contender, followConfiguration(sc, row.contender))
+	}
+	p("\n")
+	if st := notBest(sc, s.rows); len(st) > 0 {
+		p("Where egress is not best:\n\n")
+		for _, s := range st {
+			p("- %s\n", s)
+		}
+		p("\n")
+	}
+}
+
+// followConfiguration says how a contender was set up in a scenario of
+// issue 13 or issue 11 item 12.
+func followConfiguration(sc scenario, name string) string {
+	l := sc.limit
+	tol := "throttle.WithTolerance(throttle.DefaultTolerance)"
+	readme := func(rate, limit int) string {
+		switch l.Algorithm {
+		case upstream.LeakyBucket:
+			return fmt.Sprintf("`throttle.NewLeakyBucket(throttle.PerSecond(%d), %d, %s)`", rate, l.Burst, tol)
+		case upstream.SlidingLog, upstream.FixedWindow:
+			return fmt.Sprintf("`throttle.NewSlidingWindow(%d, %v, %s)`", limit, l.Window, tol)
+		}
+		return fmt.Sprintf("`throttle.NewTokenBucket(throttle.PerSecond(%d), %d, %s)`", rate, l.Burst, tol)
+	}
+	retry := " and `egress.WithRetry(retryafter.Policy{})` (the defaults)"
+	switch name {
+	case "egress (README)":
+		return "`egress.NewTransport` with " + readme(l.Rate, l.Limit) + retry + ": the README's pick for this upstream's published limit."
+	case "egress (25% too high)":
+		return "as egress (README), configured 25% above the published limit: " + readme(l.Rate*5/4, l.Limit*5/4) + "."
+	case "egress sliding counter":
+		return fmt.Sprintf("`throttle.NewSlidingWindowCounter(%d, %v, %s)`", l.Limit, l.Window, tol) + retry + ": the algorithm httprate documents."
+	case "egress (WithRetry only)":
+		return "`egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))`: no limiter, so only what the upstream answers shapes the pace."
+	case "x/time/rate":
+		return fmt.Sprintf("`rate.NewLimiter(%d, %d)`, `Wait(ctx)` before each attempt; on a 429, sleep the Retry-After (whole seconds; 1 s when it is missing or not a number) and go again.", l.Rate, l.Burst)
+	case "failsafe-go":
+		return fmt.Sprintf("`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` around `ratelimiter.NewSmoothBuilder(%d, time.Second).WithMaxWaitTime(time.Minute)`.", l.Rate)
+	case "egress (adaptive)":
+		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
+	case "failsafe-go (retry only)":
+		return "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build())`: no limiter (the limit is unknown); its retry policy retries 429 and 5xx with its default delay."
+	}
+	return configuration(name)
+}
+
+// followGoals checks the goals of issue 13 and issue 11 item 12 against
+// one scenario's rows.
+func followGoals(sc scenario, rows []row) []goal {
+	find := func(name string) (row, bool) {
+		for _, r := range rows {
+			if r.contender == name && r.skipped == "" {
+				return r, true
+			}
+		}
+		return row{}, false
+	}
+	n := float64(sc.requests())
+	var gs []goal
+	add := func(issue, what string, met bool, format string, args ...any) {
+		gs = append(gs, goal{issue: issue, what: fmt.Sprintf("scenario %s: %s", sc.id, what), measured: fmt.Sprintf(format, args...), met: met, known: true})
+	}
+	switch sc.table {
+	case tableHidden:
+		if r, ok := find("egress (WithRetry only)"); ok {
+			hs := steady(sc, r)
+			u := hs.admittedPerSec / float64(sc.limit.Rate)
+			what := "no limit configured, no headers: steady-state refusals ≤ 1%, utilization ≥ 90%"
+			if !hs.ran {
+				add("13", what, false, "the run ended at %s, before the steady state, with %d of %d failed", fmtSec(r.wall), r.failed, sc.requests())
+				break
+			}
+			add("13", what, hs.refusedFraction <= 0.01 && u >= 0.9 && r.failed == 0,
+				"%.1f%% refused, %.0f%% of the hidden limit admitted, %d of %d failed", 100*hs.refusedFraction, 100*u, r.failed, sc.requests())
+		}
+	case tableFollow:
+		readme, ok := find("egress (README)")
+		if !ok {
+			return nil
+		}
+		ratio := readme.wall.Seconds() / sc.minimum().Seconds()
+		if sc.part == "7" {
+			add("11", "leaky bucket, README recipe: 0 failures, 0 429s, ≤ 1.01× the minimum wall time", readme.failed == 0 && readme.refused == 0 && ratio <= 1.01,
+				"%d failed, %d 429s, %.3f×", readme.failed, readme.refused, ratio)
+			return gs
+		}
+		bestPeer, peer := math.Inf(1), "none ran"
+		for _, r := range rows {
+			if r.skipped == "" && !strings.HasPrefix(r.contender, "egress") && r.failed == 0 && r.wall.Seconds() < bestPeer {
+				bestPeer, peer = r.wall.Seconds(), r.contender
+			}
+		}
+		add("13", "published limit: wall ≤ the best peer's and ≤ 1.05× the minimum; 429s ≤ 0.5% of requests",
+			readme.wall.Seconds() <= bestPeer && ratio <= 1.05 && float64(readme.refused) <= 0.005*n && readme.failed == 0,
+			"%.2f× the minimum (best peer without failures: %s, %.2f×); %d 429s (%.1f%%), %d failed", ratio, peer, bestPeer/sc.minimum().Seconds(),
+			readme.refused, 100*float64(readme.refused)/n, readme.failed)
+		if high, ok := find("egress (25% too high)"); ok {
+			add("13", "configured 25% too high: 429s ≤ 1% of requests, wall ≤ 1.10× the published-limit run",
+				float64(high.refused) <= 0.01*n && high.wall.Seconds() <= 1.1*readme.wall.Seconds() && high.failed == 0,
+				"%d 429s (%.1f%%), %.2f× the published-limit run, %d failed", high.refused, 100*float64(high.refused)/n, high.wall.Seconds()/readme.wall.Seconds(), high.failed)
+		}
+		if only, ok := find("egress (WithRetry only)"); ok {
+			u := float64(only.admitted) / n / (only.wall.Seconds() / sc.minimum().Seconds())
+			add("13", "no limit configured, headers present: 429s ≤ 1%, utilization ≥ 90%",
+				float64(only.refused) <= 0.01*n && u >= 0.9 && only.failed == 0,
+				"%d 429s (%.1f%%), utilization %.0f%% (minimum ÷ wall), %d failed", only.refused, 100*float64(only.refused)/n, 100*u, only.failed)
+		}
+	}
+	return gs
+}
