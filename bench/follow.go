@@ -351,13 +351,17 @@ func followGoals(sc scenario, rows []row) []goal {
 	}
 	switch sc.table {
 	case tableHidden:
-		if r, ok := find("egress (WithRetry only)"); ok {
+		for _, name := range []string{"egress (WithRetry only)", "egress (adaptive)"} {
+			r, ok := find(name)
+			if !ok {
+				continue
+			}
 			hs := steady(sc, r)
 			u := hs.admittedPerSec / float64(sc.limit.Rate)
-			what := "no limit configured, no headers: steady-state refusals ≤ 1%, utilization ≥ 90%"
+			what := "no limit configured, no headers, " + name + ": steady-state refusals ≤ 1%, utilization ≥ 90%"
 			if !hs.ran {
 				add("13", what, false, "the run ended at %s, before the steady state, with %d of %d failed", fmtSec(r.wall), r.failed, sc.requests())
-				break
+				continue
 			}
 			add("13", what, hs.refusedFraction <= 0.01 && u >= 0.9 && r.failed == 0,
 				"%.1f%% refused, %.0f%% of the hidden limit admitted, %d of %d failed", 100*hs.refusedFraction, 100*u, r.failed, sc.requests())
