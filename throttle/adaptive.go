@@ -38,7 +38,13 @@ const (
 	// adaptiveSaturated is the fraction of throttled answers from which
 	// the upstream is taken to be saturated, so that what it admitted is
 	// its limit.
-	adaptiveSaturated = 0.05
+	adaptiveSaturated = 0.2
+	// adaptiveFlood is how far above what the upstream admitted the
+	// sending must be for the admitted rate to be taken as the limit.
+	adaptiveFlood = 1.5
+	// adaptiveCalm is how long without a cut, far below the best
+	// estimate, before the rate returns to it quickly.
+	adaptiveCalm = 5 * time.Second
 	// adaptiveNudge is the cut when the rate is already at or below the
 	// target: throttling there says the estimate was a little high, and
 	// cutting by the full margin again would compound.
@@ -119,6 +125,7 @@ type Adaptive struct {
 type adaptiveKey struct {
 	rate    float64 // units per second now
 	est     float64 // the estimated limit, or 0
+	best    float64 // the highest estimate yet, to return to after a storm
 	stated  int64   // until when est was stated by the upstream
 	first   int64   // when the first answer came, or -1
 	probe   int64   // when the rate last reached the target
@@ -465,13 +472,13 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		e = last // the last second saw more admitted: the limit is at least that
 	}
 	target := e * adaptiveTarget
-	if e > 0 && throttled < adaptiveSaturated {
-		// Too few throttled to call the upstream saturated: what it
-		// admitted is what was sent, a lower bound of the limit, and
-		// what was sent just now is an upper bound. Bisect.
-		if hi := k.sent(now, adaptiveClimb); hi > e {
-			e = (e + hi) / 2
-		}
+	if hi := min(k.sent(now, adaptiveClimb), k.rate); e > 0 && hi > e && (throttled < adaptiveSaturated || hi < adaptiveFlood*e) {
+		// Too few throttled to call the upstream saturated, or sending
+		// only a little over what it admitted (a small bucket wastes
+		// what it refills while it refuses, so it admits less than its
+		// limit): what it admitted is a lower bound of the limit, and
+		// what was sent just now an upper one. Bisect.
+		e = (e + hi) / 2
 		target = e
 	}
 	switch {
@@ -480,6 +487,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	default:
 		if now-k.first >= int64(adaptiveMinSpan) && k.stated <= now {
 			k.est = min(k.rate, target/adaptiveTarget)
+			k.best = max(k.best, k.est)
 		}
 		if k.rate > target {
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
@@ -505,34 +513,42 @@ func (k *adaptiveKey) relay(now int64) {
 	k.tat = max(k.tat, next)
 }
 
-// climb raises k's rate after an admitted answer: back to the target
+// climb raises k's rate after an admitted answer: back to the estimate
 // quickly, then along the probe's cubic; without an estimate, doubling
-// each second.
+// each second. After a calm spell far below the best estimate (a storm
+// of throttling is over), the estimate returns to the best.
 func (a *Adaptive) climb(k *adaptiveKey, now int64) {
 	dt := float64(now-k.updated) / 1e9
 	k.updated = now
+	if k.est > 0 && now-k.probe >= int64(adaptiveCalm) && k.rate < k.best/2 {
+		k.est, k.probe = k.best, now
+	}
+	target := k.est * adaptiveTarget
+	if k.stated > now {
+		target = k.est // stated, not guessed: no margin
+	}
 	rate := k.rate
-	if k.est == 0 {
-		rate *= math.Exp2(dt) // no estimate yet: double each second
-	} else {
-		target := k.est * adaptiveTarget
-		if k.stated > now {
-			target = k.est
-		}
-		if rate < target*0.99 {
-			rate += (target - rate) * min(1, dt/adaptiveClimb.Seconds())
-			k.probe = now
-		} else if k.stated <= now {
-			t := float64(now-k.probe) / 1e9
-			rate = max(rate, target*(1+adaptiveProbe*t*t*t))
-		}
+	switch {
+	case k.est == 0:
+		rate *= math.Exp2(dt)
+	case rate < target*0.99:
+		rate += (target - rate) * min(1, dt/adaptiveClimb.Seconds())
+		k.probe = now
+	case k.stated <= now:
+		t := float64(now-k.probe) / 1e9
+		rate = max(rate, target*(1+adaptiveProbe*t*t*t))
 	}
 	// Grow only on evidence: at most a little above what the upstream
-	// admitted in the last second (AWS caps at twice the measured rate).
-	// Units booked at a slower rate may still be going out, and a rate
-	// far above what is sent would only be learned too late.
+	// admitted in the last second (AWS caps at twice the measured rate),
+	// twice when far below the estimate. Units booked at a slower rate
+	// may still be going out, and a rate far above what is sent would
+	// only be learned too late.
+	lead := adaptiveLead
+	if k.est == 0 || rate < target/2 {
+		lead = 2
+	}
 	if used, _ := k.admitted(now, time.Second); used > 0 && rate > k.rate {
-		rate = max(k.rate, min(rate, adaptiveLead*used))
+		rate = max(k.rate, min(rate, lead*used))
 	}
 	k.rate = min(max(rate, a.floor), a.ceiling)
 }
