@@ -133,8 +133,8 @@ type adaptiveKey struct {
 	seen    int64   // when an answer last came
 	paused  int64   // when the latest pause ends
 
-	tat     int64   // the next free slot
-	cutTat  int64   // the last cut, plus one unit's spacing: answers to units sent before it are old news
+	tat    int64 // the next free slot
+	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
 
 	// ahead holds the bookings whose slot may still lie ahead, in slot
 	// order, so that a cut can lay them out again at the new rate and a

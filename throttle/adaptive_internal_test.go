@@ -93,9 +93,9 @@ func simulate(c simConfig) simResult {
 	}
 
 	type caller struct {
-		r       *Reservation
-		sent    time.Duration
-		ok      bool
+		r    *Reservation
+		sent time.Duration
+		ok   bool
 	}
 	callers := make([]caller, c.callers)
 	q := &simQueue{}
