@@ -171,7 +171,7 @@ type statedQuota struct {
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
-	sent      int64 // when the request whose answer set left was sent, or 0
+	sent      int64 // when the request whose answer set left was sent, or MinInt64
 	tat       int64 // the next free slot at or after reset, at limit per window
 	expires   int64 // when the statement stops holding anything back
 }
@@ -253,7 +253,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.inflight = max(k.inflight-o.N, 0)
 	k.answered = now
-	var sent int64 // unknown
+	sent := int64(math.MinInt64) // unknown
 	if o.Latency > 0 {
 		sent = now - int64(o.Latency)
 	}
@@ -279,7 +279,7 @@ func (k *statedKey) recordOther(s Statement) {
 }
 
 // record merges the statement s, arrived at now for a request sent at
-// sent (0 when unknown), into k. Statements that say nothing about what
+// sent (MinInt64 when unknown), into k. Statements that say nothing about what
 // is left change nothing.
 func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 	if s.Remaining < 0 && s.Limit < 0 {
@@ -315,7 +315,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 		// decays. When the order is unknown, or the answer is for an
 		// older request that arrived late, the lower remaining wins.
 		// The earlier reset wins: each is late by up to its precision.
-		if sent > 0 && sent >= q.sent {
+		if sent != math.MinInt64 && sent >= q.sent {
 			q.left, q.sent = left, sent
 		} else {
 			q.left = min(q.left, left)
