@@ -485,14 +485,15 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	case e == 0:
 		k.rate *= adaptiveBeta
 	default:
-		if now-k.first >= int64(adaptiveMinSpan) && k.stated <= now {
-			k.est = min(k.rate, target/adaptiveTarget)
-			k.best = max(k.best, k.est)
-		}
 		if k.rate > target {
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
 		} else {
 			k.rate *= adaptiveNudge // throttled below the target: it was a little high
+		}
+		if now-k.first >= int64(adaptiveMinSpan) && k.stated <= now {
+			// The climb returns to the rate just set, not above it.
+			k.est = k.rate / adaptiveTarget
+			k.best = max(k.best, k.est)
 		}
 	}
 	k.rate = min(max(k.rate, a.floor), a.ceiling)
