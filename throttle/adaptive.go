@@ -54,11 +54,11 @@ const (
 	adaptiveLead = 1.2
 )
 
-// DefaultFloor is the lowest rate an [Adaptive] limiter falls to unless
-// [WithFloor] says otherwise: one unit per second, so that a hostile
-// upstream that refuses everything never stalls a key, and a recovered
-// one is found again.
-var DefaultFloor = PerSecond(1)
+// DefaultFloorPerSecond is the lowest rate, in units per second, that an
+// [Adaptive] limiter falls to unless [WithFloor] says otherwise: one unit
+// per second, so that a hostile upstream that refuses everything never
+// stalls a key, and a recovered one is found again.
+const DefaultFloorPerSecond = 1
 
 // floorOption carries [WithFloor].
 type floorOption Rate
@@ -66,7 +66,7 @@ type floorOption Rate
 func (floorOption) apply(*config) {}
 
 // WithFloor sets the lowest rate an [Adaptive] limiter falls to (default
-// [DefaultFloor], or the ceiling when that is lower). Other limiters
+// [DefaultFloorPerSecond], or the ceiling when that is lower). Other limiters
 // ignore it.
 func WithFloor(r Rate) Option { return floorOption(r) }
 
@@ -79,31 +79,47 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //
 // How it moves (per key):
 //
-//   - The answers of the last three seconds are counted in 100 ms
-//     buckets. Buckets holding a throttled answer are ones in which the
-//     upstream was saturated, so the units it admitted in them, per
-//     second, estimate its limit.
-//   - On a throttled answer to a unit booked after the last cut (answers
-//     to units booked before it say nothing new), the rate is cut to 95%
-//     of that estimate when half a second of saturated buckets supports
-//     one, and otherwise to 70% of the rate (CUBIC's and AWS's β).
-//   - On admitted answers it climbs back to 95% of the estimate within
+//   - Answers are counted in 100 ms buckets over the last three seconds.
+//     What the upstream admitted per second there is a lower bound of its
+//     limit (its limit itself while it throttles much of a flood); what
+//     was sent in the last half second when it throttled is an upper one.
+//   - On a throttled answer to a unit sent after the last cut (answers to
+//     units sent before it say nothing new), the rate is cut: while
+//     flooding (a fifth or more throttled, sending half again what was
+//     admitted), to 95% of what was admitted; otherwise to the midpoint of
+//     the two bounds; by 2% when it is already there; by 30% (CUBIC's and
+//     AWS's β) when there is not a bucket of answers yet. Units already
+//     booked are laid out again at the new rate, so that they do not keep
+//     going at the old one.
+//   - On admitted answers it climbs back to the rate of the last cut within
 //     about half a second, then probes above it along a slow cubic (+1%
-//     after 10 s, +8% after 20 s), so that a probe costs a throttled
-//     answer per few hundred units, and a limit that grew is found.
-//     Without an estimate it doubles each second up to the ceiling.
+//     after 10 s, +8% after 20 s), so that a probe costs a throttled answer
+//     per few hundred units, and a limit that grew is found. Without an
+//     estimate it doubles each second. It never climbs more than 20% above
+//     what was admitted in the last second (AWS caps at twice the measured
+//     rate): units booked at a slower rate may still be going out.
+//   - After five calm seconds far below its best estimate (a storm of
+//     throttling is over), it returns to the best one.
 //   - A quota whose limit and window are stated (the IETF RateLimit-Policy
 //     w) replaces the estimate at once: the rate is the stated limit per
 //     window, and probing stops there.
 //   - The rate never falls below the floor ([WithFloor], default
-//     [DefaultFloor]), never exceeds the ceiling, and a pause
+//     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
-//     most that long.
+//     most that long. After a storm that drove the rate to the floor, the
+//     units booked meanwhile go out at the floor before the rate can show
+//     again: recovery takes about the callers waiting ÷ the floor, plus a
+//     climb.
 //
 // Unlike AWS's adaptive retry, which sets its cubic's peak at the rate it
-// was sending when throttled, it sets the peak at what the upstream
-// admitted, which is the limit itself: after the first second the rate
-// sits just under the limit instead of sawing between 70% and 100% of it.
+// was sending when throttled and so saws between 70% and 100% of the
+// limit, it sets the rate from what the upstream admitted, and after the
+// first seconds sits just under the limit. In a simulation against hidden
+// token buckets of 10, 100 and 1000/s (adaptive_sim_test.go) it is within
+// ±10% of the limit after 5 s, with at most 1% throttled and at least 90%
+// of the limit used. A bucket of burst 1 whose network jitter is a large
+// part of its interval (20 ms at 10/s) cannot be used at 90% without
+// throttled answers; there it settles near 85%.
 //
 // Adaptive also implements [Pauser], [Deferrer], [Inspector] and
 // [Learner]. It is safe for concurrent use; one mutex guards every key.
@@ -170,7 +186,7 @@ func NewAdaptive(ceiling Rate, opts ...Option) (*Adaptive, error) {
 	if _, err := ceiling.Interval(); err != nil {
 		return nil, fmt.Errorf("throttle: NewAdaptive ceiling: %w", err)
 	}
-	floor := DefaultFloor
+	floor := PerSecond(DefaultFloorPerSecond)
 	for _, o := range opts {
 		if f, ok := o.(floorOption); ok {
 			floor = Rate(f)
