@@ -155,9 +155,47 @@ type statedKey struct {
 	quotas   []statedQuota // booked: quotas counted in requests
 	others   []Statement   // recorded only, as stated
 	inflight int           // units booked and not yet answered or cancelled
+	flight   []statedFlight // those units by booking, oldest first (answers are taken to come in order)
 	answered int64         // when the last answer or cancel came
 	shift    int64         // the sum of every pause's shift
 	paused   int64         // when the latest pause ends
+}
+
+// statedFlight is one booking not yet answered.
+type statedFlight struct {
+	b    *statedBooking
+	slot int64
+	n    int
+}
+
+// answered takes n units off the oldest bookings in flight.
+func (k *statedKey) answer(n int) {
+	k.inflight = max(k.inflight-n, 0)
+	for n > 0 && len(k.flight) > 0 {
+		f := &k.flight[0]
+		take := min(n, f.n)
+		f.n -= take
+		n -= take
+		if f.n == 0 {
+			k.flight = k.flight[1:]
+		}
+	}
+	if len(k.flight) == 0 {
+		k.flight = nil
+	}
+}
+
+// before returns the units in flight booked for slots before t: those a
+// statement's remaining for the window ending at t must cover. Units
+// booked at or after t count in a later window.
+func (k *statedKey) before(t int64) int {
+	n := 0
+	for _, f := range k.flight {
+		if f.slot+k.shift-f.b.seen < t {
+			n += f.n
+		}
+	}
+	return n
 }
 
 // statedQuota is one quota of a key, in nanoseconds on the Upstream's
@@ -251,7 +289,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 			return err
 		}
 	}
-	k.inflight = max(k.inflight-o.N, 0)
+	k.answer(o.N)
 	k.answered = now
 	sent := int64(math.MinInt64) // unknown
 	if o.Latency > 0 {
@@ -305,7 +343,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 	q.longest = max(q.longest, int64(s.Reset))
 	left := math.MaxInt
 	if s.Remaining >= 0 {
-		left = s.Remaining - k.inflight
+		left = s.Remaining - k.before(reset)
 	}
 	p := max(precision, q.precision)
 	switch {
@@ -466,7 +504,7 @@ func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, m
 		}
 	}
 	if k.inflight > 0 && now-k.answered >= u.maxHold {
-		k.inflight = 0 // answers that never came: stop counting them
+		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
 	slot := k.earliest(max(now+int64(max(after, 0)), k.paused), n)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
@@ -477,6 +515,7 @@ func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, m
 		b.parts = append(b.parts, k.quotas[i].book(slot, n))
 	}
 	k.inflight += n
+	k.flight = append(k.flight, statedFlight{b: b, slot: slot, n: n})
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
 }
 
@@ -529,6 +568,9 @@ func (b *statedBooking) Cancel(context.Context) error {
 	b.u.mu.Lock()
 	defer b.u.mu.Unlock()
 	b.k.inflight = max(b.k.inflight-b.n, 0)
+	if i := slices.IndexFunc(b.k.flight, func(f statedFlight) bool { return f.b == b }); i >= 0 {
+		b.k.flight = slices.Delete(b.k.flight, i, i+1)
+	}
 	b.k.answered = b.u.clock()
 	for _, p := range b.parts {
 		if i := slices.IndexFunc(b.k.quotas, func(q statedQuota) bool { return q.name == p.name }); i >= 0 {

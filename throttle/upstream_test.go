@@ -284,3 +284,19 @@ func TestNewUpstreamBadOptions(t *testing.T) {
 	}
 	assert.PanicsWithValue(t, "throttle: nil Option (argument 0)", func() { _, _ = throttle.NewUpstream(nil) })
 }
+
+// Units booked after the reset count in the next window, not against
+// what a statement says is left before the reset.
+func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Millisecond, Statements: []throttle.Statement{requests(4, 2, 500*time.Millisecond, time.Second)}}))
+	require.Equal(t, ms(0, 0, 500, 750, 1000), delays(t, u, 5))
+
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Microsecond, Statements: []throttle.Statement{requests(4, 4, 500*time.Millisecond, time.Second)}}))
+	got := u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, 2, got[0].Remaining, "4 left, less the 2 in flight before the reset; the 3 after it do not count")
+}
