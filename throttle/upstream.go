@@ -110,10 +110,12 @@ type Learner interface {
 
 // Upstream is a [Limiter] that books what the upstream says: per key, a
 // record of the quotas its responses state. A statement "R more before
-// T, then L per window" becomes one more part of the key's budget: at
-// most R units (less those booked and not yet answered) before T, and
-// after T at most L per window, evenly spaced. It never shifts units
-// already booked: a remaining of 0 only holds new bookings back until T.
+// T" becomes one more part of the key's budget: at most R units (less
+// those booked before T and not yet answered) before T. When the
+// upstream also states its window (the IETF RateLimit-Policy w), units
+// after T are paced at the stated limit per window, evenly. It never
+// shifts units already booked: a remaining of 0 only holds new bookings
+// back until T.
 //
 // Use it beside the limiter configured for the key, booked at one common
 // slot: All(configured, upstream). A Transport does so itself, and feeds
@@ -123,14 +125,18 @@ type Learner interface {
 // How statements combine, per quota name, when responses arrive out of
 // order or a sliding window reports remaining from an estimate: two
 // statements whose resets lie within the reset's precision of each other
-// (a second, for whole-second resets) state the same window, and the
-// lower remaining and the earlier reset win; a reset later than that
+// (a second, for whole-second resets) state the same window. Of those,
+// the one for the request sent later wins (a sliding window's remaining
+// may grow as its estimate decays); when the order is unknown, or the
+// answer is for an older request that arrived late, the lower remaining
+// wins; and the earlier reset wins, since a reset computed from a
+// whole-second Date is late by up to a second. A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
-// ignored. A window's length is the stated one (IETF w) when given,
-// otherwise the distance between two successive windows' resets, or,
-// until two have been seen, the longest reset stated so far (a lower
-// bound, so the pace after the first reset may be too fast for one
-// window; the next statement corrects it).
+// ignored. A window not stated is learned from successive resets and
+// reported by [Upstream.Stated], but not used for pacing: a GCRA upstream
+// states its burst as the limit and the time to refill it as the reset,
+// and pacing that burst per learned window would be several times too
+// slow. Without a stated window, the configured limiter paces.
 //
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset. Only
@@ -205,7 +211,6 @@ type statedQuota struct {
 	limit     int   // per window, or -1
 	window    int64 // stated or learned, or 0
 	stated    bool  // window came from the upstream
-	longest   int64 // the longest reset stated, a lower bound of the window
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
@@ -340,7 +345,6 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 	if s.Limit > 0 {
 		q.limit = s.Limit
 	}
-	q.longest = max(q.longest, int64(s.Reset))
 	left := math.MaxInt
 	if s.Remaining >= 0 {
 		left = s.Remaining - k.before(reset)
@@ -376,21 +380,18 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 	q.expires = now + maxHold
 }
 
-// windowOf returns q's window: stated, learned, or the longest reset seen.
-func (q *statedQuota) windowOf() int64 {
-	if q.window > 0 {
-		return q.window
-	}
-	return max(q.longest, int64(time.Millisecond))
-}
-
-// spacing returns the interval between units after q's reset, or 0 when
-// the limit is unknown.
+// spacing returns the interval between units after q's reset: the
+// stated limit per stated window, or 0 (no pacing after the reset) when
+// either is unknown. A window only learned is not trusted for pacing: a
+// GCRA upstream (throttled/throttled) states its burst as the limit and
+// the time to refill it as the reset, so successive resets say nothing of
+// a window, and pacing its burst per second would be several times too
+// slow.
 func (q *statedQuota) spacing() int64 {
-	if q.limit <= 0 {
+	if q.limit <= 0 || !q.stated {
 		return 0
 	}
-	return (q.windowOf() + int64(q.limit) - 1) / int64(q.limit)
+	return (q.window + int64(q.limit) - 1) / int64(q.limit)
 }
 
 // earliest returns the first slot at or after from at which q admits n

@@ -228,7 +228,7 @@ func TestUpstreamLearnsTheWindowFromResets(t *testing.T) {
 	got := u.Stated("k")
 	require.Len(t, got, 1)
 	assert.Equal(t, 2*time.Second, got[0].Window, "two successive resets 2 s apart")
-	assert.Equal(t, ms(1900, 2400), delays(t, u, 2))
+	assert.Equal(t, ms(1900, 1900), delays(t, u, 2), "a learned window is reported, not used for pacing")
 }
 
 func TestUpstreamStated(t *testing.T) {
