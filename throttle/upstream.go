@@ -158,13 +158,13 @@ type Upstream struct {
 
 // statedKey is the record of one key. Upstream.mu guards it.
 type statedKey struct {
-	quotas   []statedQuota // booked: quotas counted in requests
-	others   []Statement   // recorded only, as stated
-	inflight int           // units booked and not yet answered or cancelled
+	quotas   []statedQuota  // booked: quotas counted in requests
+	others   []Statement    // recorded only, as stated
+	inflight int            // units booked and not yet answered or cancelled
 	flight   []statedFlight // those units by booking, oldest first (answers are taken to come in order)
-	answered int64         // when the last answer or cancel came
-	shift    int64         // the sum of every pause's shift
-	paused   int64         // when the latest pause ends
+	answered int64          // when the last answer or cancel came
+	shift    int64          // the sum of every pause's shift
+	paused   int64          // when the latest pause ends
 }
 
 // statedFlight is one booking not yet answered.
