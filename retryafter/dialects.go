@@ -153,6 +153,7 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 		for v := range f.members(d.reset) {
 			if t, ok := d.resetUnit.parse(v, ref); ok {
 				r.setReset(t)
+				r.Absolute = r.Absolute || d.resetUnit.absolute(v)
 			}
 		}
 	}
@@ -187,6 +188,19 @@ func (u unit) parse(v string, ref time.Time) (time.Duration, bool) {
 		return until(t, ref), err == nil
 	}
 	return parseReset(v, ref)
+}
+
+// absolute reports whether the reset value v, already parsed, names an
+// instant rather than a delay.
+func (u unit) absolute(v string) bool {
+	switch u {
+	case goDuration:
+		return false
+	case rfc3339:
+		return true
+	}
+	d, ok := parseDecimal(v)
+	return ok && d.whole >= epochThreshold
 }
 
 // readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.

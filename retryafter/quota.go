@@ -34,6 +34,11 @@ type Quota struct {
 
 	// Window is the IETF policy's window (w), or 0 when not stated.
 	Window time.Duration
+
+	// Absolute reports that the reset was stated as an instant (a Unix
+	// time, an HTTP-date, an RFC 3339 time), as limiters with fixed window
+	// boundaries send it, rather than as a delay ("1", "6m0s", IETF t).
+	Absolute bool
 }
 
 // ParseQuota returns every quota that h describes, in a fixed order: IETF

@@ -37,6 +37,10 @@ type Statement struct {
 	// Window is the quota's window when the upstream states it (the IETF
 	// policy's w), or 0.
 	Window time.Duration
+	// Absolute reports that the reset was stated as an instant (a Unix
+	// time, an HTTP-date), as limiters with fixed window boundaries state
+	// it, rather than as a delay.
+	Absolute bool
 }
 
 // Limits on what a Statement may say; beyond them a value is absurd.
@@ -112,8 +116,9 @@ type Learner interface {
 // record of the quotas its responses state. A statement "R more before
 // T" becomes one more part of the key's budget: at most R units (less
 // those booked before T and not yet answered) before T. When the
-// upstream also states its window (the IETF RateLimit-Policy w), units
-// after T are paced at the stated limit per window, evenly. It never
+// upstream also states its window (the IETF RateLimit-Policy w), or its
+// resets are window boundaries (see below), units after T are paced at
+// the limit per window, evenly. It never
 // shifts units already booked: a remaining of 0 only holds new bookings
 // back until T.
 //
@@ -133,10 +138,13 @@ type Learner interface {
 // whole-second Date is late by up to a second. A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
 // ignored. A window not stated is learned from successive resets and
-// reported by [Upstream.Stated], but not used for pacing: a GCRA upstream
-// states its burst as the limit and the time to refill it as the reset,
-// and pacing that burst per learned window would be several times too
-// slow. Without a stated window, the configured limiter paces.
+// reported by [Upstream.Stated]. It paces units after T only when the
+// resets are stated as instants (window boundaries); until two resets
+// have been seen, the longest reset stated stands in for it, a lower
+// bound, so the first window after T may be paced too fast, and the next
+// statement corrects it. Resets stated as delays may come from a GCRA
+// upstream, whose "limit" is a burst and whose "reset" is the time to
+// refill it: there the configured limiter paces after T.
 //
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset. Only
@@ -211,6 +219,8 @@ type statedQuota struct {
 	limit     int   // per window, or -1
 	window    int64 // stated or learned, or 0
 	stated    bool  // window came from the upstream
+	absolute  bool  // resets are stated as instants: window boundaries
+	longest   int64 // the longest reset stated, a lower bound of the window
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
@@ -345,6 +355,8 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 	if s.Limit > 0 {
 		q.limit = s.Limit
 	}
+	q.absolute = s.Absolute
+	q.longest = max(q.longest, int64(s.Reset))
 	left := math.MaxInt
 	if s.Remaining >= 0 {
 		left = s.Remaining - k.before(reset)
@@ -381,17 +393,29 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 }
 
 // spacing returns the interval between units after q's reset: the
-// stated limit per stated window, or 0 (no pacing after the reset) when
-// either is unknown. A window only learned is not trusted for pacing: a
-// GCRA upstream (throttled/throttled) states its burst as the limit and
-// the time to refill it as the reset, so successive resets say nothing of
-// a window, and pacing its burst per second would be several times too
-// slow.
+// limit per window, or 0 (no pacing after the reset). The window is the
+// stated one; or, when resets are stated as instants (window boundaries,
+// as httprate and GitHub send them), the one learned from successive
+// resets, or until then the longest reset seen, a lower bound. A window
+// learned from resets stated as delays is not trusted: a GCRA upstream
+// (throttled/throttled) states its burst as the limit and the time to
+// refill it as the reset, and pacing that burst per learned window would
+// be several times too slow.
 func (q *statedQuota) spacing() int64 {
-	if q.limit <= 0 || !q.stated {
+	var w int64
+	switch {
+	case q.limit <= 0:
 		return 0
+	case q.stated:
+		w = q.window
+	case !q.absolute:
+		return 0
+	case q.window > 0:
+		w = q.window
+	default:
+		w = max(q.longest, int64(time.Millisecond))
 	}
-	return (q.window + int64(q.limit) - 1) / int64(q.limit)
+	return (w + int64(q.limit) - 1) / int64(q.limit)
 }
 
 // earliest returns the first slot at or after from at which q admits n

@@ -300,3 +300,18 @@ func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, 2, got[0].Remaining, "4 left, less the 2 in flight before the reset; the 3 after it do not count")
 }
+
+// Resets stated as instants are window boundaries: the window learned
+// from two of them paces units after the reset.
+func TestUpstreamPacesAtALearnedWindowOfAbsoluteResets(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	first, second := requests(4, 4, 100*time.Millisecond, 0), requests(4, 0, 1900*time.Millisecond, 0)
+	first.Absolute, second.Absolute = true, true
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{first}}))
+	clk.Advance(200 * time.Millisecond)
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{second}}))
+	assert.Equal(t, ms(1900, 2400), delays(t, u, 2), "4 per learned 2 s window")
+}
