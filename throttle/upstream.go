@@ -137,7 +137,10 @@ type Learner interface {
 // wins; and the earlier reset wins, since a reset computed from a
 // whole-second Date is late by up to a second. A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
-// ignored. A window not stated is learned from successive resets and
+// ignored. A remaining that grows within a window, for a request sent
+// later, marks the quota as a sliding window, which refills before its
+// reset: once what was stated is spent, units are paced at the limit per
+// window instead of waiting for the reset. A window not stated is learned from successive resets and
 // reported by [Upstream.Stated]. It paces units after T only when the
 // resets are stated as instants (window boundaries); until two resets
 // have been seen, the longest reset stated stands in for it, a lower
@@ -224,6 +227,8 @@ type statedQuota struct {
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
+	raw       int   // the remaining last stated, before units in flight are taken off
+	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
 	tat       int64 // the next free slot at or after reset, at limit per window
 	expires   int64 // when the statement stops holding anything back
@@ -370,7 +375,10 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 		// older request that arrived late, the lower remaining wins.
 		// The earlier reset wins: each is late by up to its precision.
 		if sent != math.MinInt64 && sent >= q.sent {
-			q.left, q.sent = left, sent
+			if s.Remaining > q.raw && q.raw >= 0 {
+				q.sliding = true // a fixed window's remaining never grows
+			}
+			q.left, q.sent, q.raw = left, sent, s.Remaining
 		} else {
 			q.left = min(q.left, left)
 		}
@@ -384,11 +392,13 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 				q.window = w
 			}
 		}
-		q.reset, q.left, q.precision, q.sent = reset, left, precision, sent
+		q.reset, q.left, q.precision, q.sent, q.raw = reset, left, precision, sent, s.Remaining
 	default:
 		return // stale: a window that has already reset
 	}
-	q.tat = max(q.tat, q.reset)
+	if !q.sliding {
+		q.tat = max(q.tat, q.reset)
+	}
 	q.expires = now + maxHold
 }
 
@@ -428,7 +438,11 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		if q.left >= n {
 			return from
 		}
-		from = q.reset
+		if !q.sliding || q.spacing() == 0 {
+			from = q.reset
+		}
+		// A sliding window refills before its reset: pace at its limit
+		// per window instead of waiting for the reset.
 	}
 	if q.spacing() == 0 {
 		return from
@@ -442,7 +456,7 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	switch {
 	case slot >= q.expires:
-	case slot < q.reset:
+	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
 	case q.spacing() > 0:

@@ -315,3 +315,21 @@ func TestUpstreamPacesAtALearnedWindowOfAbsoluteResets(t *testing.T) {
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{second}}))
 	assert.Equal(t, ms(1900, 2400), delays(t, u, 2), "4 per learned 2 s window")
 }
+
+// A remaining that grows within a window, for a request sent later, is a
+// sliding window: once what it states is spent, units are paced at its
+// limit per window instead of waiting for the reset.
+func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	learn := func(remaining int, latency time.Duration) {
+		t.Helper()
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(10, remaining, 900*time.Millisecond, time.Second)}}))
+	}
+	learn(0, 20*time.Millisecond)
+	assert.Equal(t, ms(900), delays(t, u, 1), "a fixed window, as far as anyone knows: wait for the reset")
+	learn(1, 10*time.Millisecond) // sent later, and more is left: it refills
+	assert.Equal(t, ms(0, 1000, 1100), delays(t, u, 3), "the one left now, then 10 per second")
+}
