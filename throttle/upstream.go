@@ -140,7 +140,9 @@ type Learner interface {
 // ignored. A remaining that grows within a window, for a request sent
 // later, marks the quota as a sliding window, which refills before its
 // reset: once what was stated is spent, units are paced at the limit per
-// window instead of waiting for the reset. A window not stated is learned from successive resets and
+// window instead of waiting for the reset, or, without a window to pace
+// at (a GCRA's bucket, whose reset is the time to refill it), left to the
+// configured limiter. A window not stated is learned from successive resets and
 // reported by [Upstream.Stated]. It paces units after T only when the
 // resets are stated as instants (window boundaries); until two resets
 // have been seen, the longest reset stated stands in for it, a lower
@@ -438,8 +440,14 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		if q.left >= n {
 			return from
 		}
-		if !q.sliding || q.spacing() == 0 {
+		switch {
+		case !q.sliding:
 			from = q.reset
+		case q.spacing() == 0:
+			// It refills before its reset at a pace nobody stated (a
+			// GCRA's bucket): the reset is no bound; the configured
+			// limiter paces.
+			return from
 		}
 		// A sliding window refills before its reset: pace at its limit
 		// per window instead of waiting for the reset.

@@ -333,3 +333,21 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 	learn(1, 10*time.Millisecond) // sent later, and more is left: it refills
 	assert.Equal(t, ms(0, 1000, 1100), delays(t, u, 3), "the one left now, then 10 per second")
 }
+
+// A quota that refills before its reset with no window to pace at (a
+// GCRA's bucket states the time to refill it as its reset) holds nothing
+// back once it shows it refills: the configured limiter paces.
+func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	learn := func(remaining int, latency time.Duration) {
+		t.Helper()
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
+	}
+	learn(0, 20*time.Millisecond)
+	assert.Equal(t, ms(1000), delays(t, u, 1))
+	learn(1, 10*time.Millisecond)
+	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
+}
