@@ -157,6 +157,17 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 			}
 		}
 	}
+	if !r.hasReset && d.resetUnit == epochOrSeconds {
+		// An HTTP-date holds a comma, so it is read as a whole line.
+		for _, v := range f.values(d.reset) {
+			if v = strings.Trim(v, " \t"); !isDigit(firstByte(v)) {
+				if t, ok := parseReset(v, ref); ok {
+					r.setReset(t)
+					r.Absolute = true
+				}
+			}
+		}
+	}
 	for v := range f.members(d.usedOfSize) {
 		r.readUsedOfSize(v, d.drain)
 	}
@@ -190,6 +201,14 @@ func (u unit) parse(v string, ref time.Time) (time.Duration, bool) {
 	return parseReset(v, ref)
 }
 
+// firstByte returns v's first byte, or 0.
+func firstByte(v string) byte {
+	if v == "" {
+		return 0
+	}
+	return v[0]
+}
+
 // absolute reports whether the reset value v, already parsed, names an
 // instant rather than a delay.
 func (u unit) absolute(v string) bool {
@@ -200,7 +219,7 @@ func (u unit) absolute(v string) bool {
 		return true
 	}
 	d, ok := parseDecimal(v)
-	return ok && d.whole >= epochThreshold
+	return !ok || d.whole >= epochThreshold // not a number: an HTTP-date
 }
 
 // readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.

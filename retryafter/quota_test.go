@@ -153,3 +153,10 @@ func TestParseQuota(t *testing.T) {
 		})
 	}
 }
+
+// sethvargo/go-limiter sends X-RateLimit-Reset as an HTTP-date.
+func TestParseQuotaHTTPDateReset(t *testing.T) {
+	got := retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
+		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"), serverNow)
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got)
+}
