@@ -86,6 +86,10 @@ func parseReset(s string, ref time.Time) (time.Duration, bool) {
 			return 0, false
 		}
 		t, err := http.ParseTime(s)
+		if err != nil {
+			// go-limiter formats it with time.RFC1123, zone "UTC".
+			t, err = time.Parse(time.RFC1123, s)
+		}
 		return until(t, ref), err == nil
 	}
 	if d.whole >= epochThreshold {

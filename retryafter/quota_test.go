@@ -159,4 +159,7 @@ func TestParseQuotaHTTPDateReset(t *testing.T) {
 	got := retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
 		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"), serverNow)
 	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got)
+	got = retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
+		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 UTC"), serverNow)
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got, "time.RFC1123 in UTC")
 }
