@@ -194,8 +194,9 @@ func ExampleWithRequestCost() {
 // An Observer hears what the Transport does, for metrics and logs.
 func ExampleObserver() {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-RateLimit-Remaining", "0")
-		w.Header().Set("X-RateLimit-Reset", "30")
+		w.Header().Set("Retry-After", "30")
+		w.Header().Set("X-RateLimit-Limit", "0") // absurd: a limit of 0
+		w.WriteHeader(http.StatusTooManyRequests)
 	}))
 	defer api.Close()
 
@@ -211,6 +212,9 @@ func ExampleObserver() {
 			Paused: func(i egress.PauseInfo) {
 				fmt.Printf("paused %s for %v after a %d\n", i.Key, i.Duration, i.StatusCode)
 			},
+			Clamped: func(i egress.ClampInfo) {
+				fmt.Printf("clamped %v of a quota of %s: limit %d read as %d (unknown)\n", i.Fields, i.Key, i.Stated.Limit, i.Used.Limit)
+			},
 		}),
 	)
 	defer client.CloseIdleConnections()
@@ -221,5 +225,7 @@ func ExampleObserver() {
 		return
 	}
 	resp.Body.Close()
-	// Output: paused example for 30s after a 200
+	// Output:
+	// clamped [Limit] of a quota of example: limit 0 read as -1 (unknown)
+	// paused example for 30s after a 429
 }

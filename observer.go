@@ -1,6 +1,10 @@
 package egress
 
-import "time"
+import (
+	"time"
+
+	"github.com/egress-go/egress/throttle"
+)
 
 // Observer receives what a [Transport] does to requests, for metrics and
 // logs: the library itself never logs. Each field is optional; a nil func
@@ -28,6 +32,28 @@ type Observer struct {
 
 	// Paused is called when a response makes the Transport pause a key.
 	Paused func(PauseInfo)
+
+	// Clamped is called when a response states a quota with absurd values
+	// (a limit of 0, a remaining of 10¹⁸, a reset years ahead), which the
+	// Transport made safe before booking it.
+	Clamped func(ClampInfo)
+}
+
+// ClampInfo describes a quota statement whose absurd values were clamped.
+type ClampInfo struct {
+	// Key is the budget key the response was for.
+	Key string
+	// StatusCode is the status of the response.
+	StatusCode int
+	// Stated is the quota as the headers stated it.
+	Stated throttle.Statement
+	// Used is the quota as recorded: Limit unknown (-1) instead of 0 or
+	// beyond [throttle.MaxStatedCount], Remaining at most the limit, Reset
+	// and Window at most the retry policy's MaxPause.
+	Used throttle.Statement
+	// Fields names the fields changed: "Limit", "Remaining", "Reset",
+	// "Window".
+	Fields []string
 }
 
 // WaitInfo describes how long an attempt waited before it was sent.

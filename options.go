@@ -30,10 +30,20 @@ func (f optionFunc) apply(t *Transport) { f(t) }
 // WithLimiter paces requests on l: each request takes its cost in units of
 // its key's budget before it is sent, waiting for its slot if need be.
 //
-// When l also implements [throttle.Pauser], a response in which the
-// upstream asks to slow down (a 429 with Retry-After, or quota headers at
-// 0) pauses the key for every caller of l, for at most the retry policy's
-// MaxPause, even without [WithRetry]. WithLimiter panics if l is nil.
+// Beside l, the Transport books what the upstream states: the quotas in
+// every response's headers become one more part of the key's budget
+// ([throttle.Upstream]), booked at one common slot with l
+// ([throttle.All]), so that the stricter of the two wins and a looser
+// statement never loosens l. When l learns from responses
+// ([throttle.Learner], as [throttle.Adaptive] does), the Transport
+// reports each attempt's outcome to it.
+//
+// When l also implements [throttle.Pauser], a throttling response with a
+// delay (a 429 with Retry-After) pauses the key for every caller of l,
+// for at most the retry policy's MaxPause, even without [WithRetry]. A
+// 200 whose quota is at 0 does not pause: the record holds new requests
+// back until the reset without moving those already booked. WithLimiter
+// panics if l is nil.
 func WithLimiter(l throttle.Limiter) Option {
 	if l == nil {
 		panic("egress: WithLimiter given a nil throttle.Limiter")
@@ -67,8 +77,13 @@ func WithQueue(q queue.Interface) Option {
 // Policy means the documented defaults ([retryafter.DefaultMaxAttempts]
 // and the rest).
 //
-// p.MaxPause also caps the pauses of [WithLimiter]. WithRetry panics if p
-// is invalid ([retryafter.Policy.Validate]).
+// With WithRetry alone, no limiter, the upstream's quota headers already
+// shape the pace: the Transport books what they state
+// ([throttle.Upstream]), and a 429 with Retry-After pauses the key.
+//
+// p.MaxPause also caps the pauses of [WithLimiter], and how long a quota
+// statement may hold a key back. WithRetry panics if p is invalid
+// ([retryafter.Policy.Validate]).
 func WithRetry(p retryafter.Policy) Option {
 	if err := p.Validate(); err != nil {
 		panic(fmt.Sprintf("egress: WithRetry given an invalid Policy: %v", err))

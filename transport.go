@@ -35,8 +35,10 @@ import (
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
 	base     http.RoundTripper
-	limiter  throttle.Limiter
-	pauser   throttle.Pauser // limiter, when it can pause keys
+	limiter  throttle.Limiter // configured and upstream, booked at one slot
+	pauser   throttle.Pauser  // limiter, when it can pause keys
+	learners []throttle.Learner
+	upstream *throttle.Upstream // what the upstream states, per key
 	queue    queue.Interface
 	policy   retryafter.Policy
 	retry    bool // WithRetry was given
@@ -67,7 +69,45 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		}
 		o.apply(t)
 	}
+	t.follow()
 	return t
+}
+
+// follow books what the upstream states beside the configured limiter:
+// the record of its statements, t.upstream, becomes one more part of
+// every key's budget, booked at one common slot with the limiter, and
+// learns from every response, as does the limiter when it learns too.
+// A Transport with neither a limiter nor a retry policy follows nothing.
+func (t *Transport) follow() {
+	if t.limiter == nil && !t.retry {
+		return
+	}
+	if t.upstream == nil {
+		u, err := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
+		if err != nil {
+			panic(fmt.Sprintf("egress: %v", err)) // unreachable: the options are valid
+		}
+		t.upstream = u
+	}
+	configured := t.limiter
+	t.learners = []throttle.Learner{t.upstream}
+	if configured == nil {
+		t.limiter = t.upstream
+	} else {
+		if l, ok := configured.(throttle.Learner); ok {
+			t.learners = append(t.learners, l)
+		}
+		t.limiter = throttle.All(guarded(configured), t.upstream)
+	}
+	t.pauser, _ = t.limiter.(throttle.Pauser)
+}
+
+// maxPause is the policy's MaxPause, or its default.
+func (t *Transport) maxPause() time.Duration {
+	if t.policy.MaxPause > 0 {
+		return t.policy.MaxPause
+	}
+	return retryafter.DefaultMaxPause
 }
 
 // NewClient returns an [http.Client] whose Transport is
@@ -93,9 +133,13 @@ func NewClient(opts ...Option) *http.Client {
 //     learned meanwhile; if the context ends, the reservation is
 //     cancelled and the context's error returned;
 //  5. sends the request through the base RoundTripper;
-//  6. when the upstream asks to slow down (a throttling response with a
-//     delay, or quota headers at 0, even on a 200), pauses the key for
-//     every caller of the limiter, for at most the policy's MaxPause;
+//  6. records the quotas the response states (any dialect
+//     [retryafter.ParseQuota] reads) as one more part of the key's budget
+//     ([throttle.Upstream]): at most what is left before the reset, then
+//     the stated limit per window; reports the attempt's outcome to the
+//     limiter when it learns ([throttle.Learner]); and when the response
+//     is throttling with a delay (a 429 with Retry-After), pauses the key
+//     for every caller of the limiter, for at most the policy's MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
 //     replayed, sets the response aside (reading at most 64 KiB of its
 //     body into memory, so that its connection is freed) and tries again
@@ -200,14 +244,17 @@ func (c *call) run() (*http.Response, error) {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
+		sent := time.Now()
 		resp, err := c.send()
 		if err != nil {
+			c.learn(nil, sent, sent)
 			return orLast(last, err)
 		}
 		discard(last)
 		last = nil
 
 		now := time.Now()
+		c.learn(resp, sent, now)
 		c.pause(resp, now)
 		delay, ok := c.retryAfter(resp, now)
 		if !ok {
@@ -319,6 +366,63 @@ func (c *call) outgoing() *http.Request {
 	*out = *c.req
 	out.Body = c.body
 	return out
+}
+
+// learn tells the limiters that learn what became of the attempt sent at
+// sent: resp, arrived at now, or no response when resp is nil.
+func (c *call) learn(resp *http.Response, sent, now time.Time) {
+	if len(c.t.learners) == 0 {
+		return
+	}
+	o := throttle.Outcome{Failed: resp == nil, Latency: now.Sub(sent)}
+	if c.cost > 0 {
+		o.N = c.cost
+	}
+	if resp != nil {
+		o.Throttled = throttling(resp)
+		o.Statements = c.statements(resp, now)
+	}
+	ctx, stop := context.WithTimeout(context.WithoutCancel(c.req.Context()), throttle.CancelTimeout)
+	defer stop()
+	for _, l := range c.t.learners {
+		_ = l.Learn(ctx, c.key, o)
+	}
+}
+
+// throttling reports whether resp refused the attempt to slow the client
+// down: a 429, a 503 (with or without Retry-After: a headerless upstream
+// may answer a bare 503), a 529, or a throttling 403.
+func throttling(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusServiceUnavailable || retryafter.Throttled(resp)
+}
+
+// statements returns the quotas resp states, with absurd values clamped
+// and reported to the observer.
+func (c *call) statements(resp *http.Response, now time.Time) []throttle.Statement {
+	qs := retryafter.ParseQuota(resp.Header, now)
+	if len(qs) == 0 {
+		return nil
+	}
+	ss := make([]throttle.Statement, len(qs))
+	for i, q := range qs {
+		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute}
+		clamped, fields := s.Clamp(c.t.maxPause())
+		if f := c.t.observer.Clamped; f != nil && len(fields) > 0 {
+			f(ClampInfo{Key: c.key, StatusCode: resp.StatusCode, Stated: s, Used: clamped, Fields: fields})
+		}
+		ss[i] = clamped
+	}
+	return ss
+}
+
+// unitOf returns what a quota of the given name counts: tokens for the
+// LLM providers' token quotas, requests for everything else.
+func unitOf(name string) string {
+	switch name {
+	case "tokens", "tokens_usage_based", "input-tokens", "output-tokens":
+		return name
+	}
+	return throttle.UnitRequests
 }
 
 // pause pauses the call's key when resp asks every caller to wait.

@@ -153,6 +153,18 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 		for v := range f.members(d.reset) {
 			if t, ok := d.resetUnit.parse(v, ref); ok {
 				r.setReset(t)
+				r.Absolute = r.Absolute || d.resetUnit.absolute(v)
+			}
+		}
+	}
+	if !r.hasReset && d.resetUnit == epochOrSeconds {
+		// An HTTP-date holds a comma, so it is read as a whole line.
+		for _, v := range f.values(d.reset) {
+			if v = strings.Trim(v, " \t"); !isDigit(firstByte(v)) {
+				if t, ok := parseReset(v, ref); ok {
+					r.setReset(t)
+					r.Absolute = true
+				}
 			}
 		}
 	}
@@ -187,6 +199,27 @@ func (u unit) parse(v string, ref time.Time) (time.Duration, bool) {
 		return until(t, ref), err == nil
 	}
 	return parseReset(v, ref)
+}
+
+// firstByte returns v's first byte, or 0.
+func firstByte(v string) byte {
+	if v == "" {
+		return 0
+	}
+	return v[0]
+}
+
+// absolute reports whether the reset value v, already parsed, names an
+// instant rather than a delay.
+func (u unit) absolute(v string) bool {
+	switch u {
+	case goDuration:
+		return false
+	case rfc3339:
+		return true
+	}
+	d, ok := parseDecimal(v)
+	return !ok || d.whole >= epochThreshold // not a number: an HTTP-date
 }
 
 // readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.

@@ -117,7 +117,9 @@ func ExamplePolicy_Pause() {
 	var p retryafter.Policy
 	now := time.Now()
 
-	// A 200 that spent the last request of the window pauses the key.
+	// A 200 that spent the last request of the window is a budget, not a
+	// pause: nothing more goes before the reset, but nothing booked after
+	// it moves.
 	spent := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
 	spent.Header.Set("RateLimit", `"default";r=0;t=12`)
 	fmt.Println(p.Pause(spent, now))
@@ -127,6 +129,6 @@ func ExamplePolicy_Pause() {
 	tooMany.Header.Set("Retry-After", "7200")
 	fmt.Println(p.Pause(tooMany, now))
 	// Output:
-	// 12s true
+	// 0s false
 	// 1m0s true
 }

@@ -2,6 +2,7 @@ package retryafter
 
 import (
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -76,11 +77,20 @@ func (d decimal) epoch() time.Time {
 }
 
 // parseReset reads a reset that may be an epoch or a delta (see
-// epochThreshold). ref is the instant an epoch is measured from.
+// epochThreshold), or an HTTP-date (sethvargo/go-limiter sends one). ref
+// is the instant an absolute reset is measured from.
 func parseReset(s string, ref time.Time) (time.Duration, bool) {
 	d, ok := parseDecimal(s)
 	if !ok {
-		return 0, false
+		if len(s) > MaxValueLen || s == "" || isDigit(s[0]) {
+			return 0, false
+		}
+		t, err := http.ParseTime(s)
+		if err != nil {
+			// go-limiter formats it with time.RFC1123, zone "UTC".
+			t, err = time.Parse(time.RFC1123, s)
+		}
+		return until(t, ref), err == nil
 	}
 	if d.whole >= epochThreshold {
 		return until(d.epoch(), ref), true

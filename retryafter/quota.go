@@ -34,6 +34,11 @@ type Quota struct {
 
 	// Window is the IETF policy's window (w), or 0 when not stated.
 	Window time.Duration
+
+	// Absolute reports that the reset was stated as an instant (a Unix
+	// time, an HTTP-date, an RFC 3339 time), as limiters with fixed window
+	// boundaries send it, rather than as a delay ("1", "6m0s", IETF t).
+	Absolute bool
 }
 
 // ParseQuota returns every quota that h describes, in a fixed order: IETF
@@ -148,20 +153,6 @@ func resetWait(rs []reading, f family, lenient bool) (time.Duration, bool) {
 		}
 	}
 	return d, d > 0
-}
-
-// exhaustedWait is Parse's families 2 and 3, counting only quotas whose
-// remaining is stated to be 0.
-func (f fields) exhaustedWait(now time.Time) (time.Duration, bool) {
-	if !f.has(presentQuota) {
-		return 0, false
-	}
-	var buf [quotasOnStack]reading
-	rs := f.appendQuotas(buf[:0], now)
-	if d, ok := resetWait(rs, familyIETF, false); ok {
-		return d, true
-	}
-	return resetWait(rs, familyProvider, false)
 }
 
 // exhausted reports whether any quota in f has nothing remaining.

@@ -76,7 +76,7 @@ func parseQuotaTests() []parseQuotaTest {
 			giveH: header("Date", serverDate, "x-ratelimit-limit", "5000", "x-ratelimit-remaining", "4999",
 				"x-ratelimit-used", "1", "x-ratelimit-reset", "1372700873", "x-ratelimit-resource", "core"),
 			giveNow: serverNow.Add(5 * time.Minute),
-			want:    []retryafter.Quota{{Name: "core", Limit: 5000, Remaining: 4999, Reset: 20*time.Minute + 47*time.Second}},
+			want:    []retryafter.Quota{{Name: "core", Limit: 5000, Remaining: 4999, Reset: 20*time.Minute + 47*time.Second, Absolute: true}},
 		},
 		{
 			name:    "Discord bucket",
@@ -88,7 +88,7 @@ func parseQuotaTests() []parseQuotaTest {
 			name:    "X",
 			giveH:   header("x-rate-limit-limit", "900", "x-rate-limit-remaining", "899", "x-rate-limit-reset", "1372700873"),
 			giveNow: serverNow,
-			want:    []retryafter.Quota{{Name: "x-rate-limit", Limit: 900, Remaining: 899, Reset: 20*time.Minute + 47*time.Second}},
+			want:    []retryafter.Quota{{Name: "x-rate-limit", Limit: 900, Remaining: 899, Reset: 20*time.Minute + 47*time.Second, Absolute: true}},
 		},
 		{
 			name: "Anthropic, four quotas",
@@ -99,10 +99,10 @@ func parseQuotaTests() []parseQuotaTest {
 				"anthropic-ratelimit-output-tokens-limit", "10000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2013-07-01T17:27:10Z"),
 			giveNow: serverNow,
 			want: []retryafter.Quota{
-				{Name: "requests", Limit: 50, Remaining: 49, Reset: time.Second},
-				{Name: "tokens", Limit: 90000, Remaining: 89000, Reset: 2 * time.Second},
-				{Name: "input-tokens", Limit: 80000, Remaining: 79500, Reset: 3 * time.Second},
-				{Name: "output-tokens", Limit: 10000, Remaining: 0, Reset: 4 * time.Second},
+				{Name: "requests", Limit: 50, Remaining: 49, Reset: time.Second, Absolute: true},
+				{Name: "tokens", Limit: 90000, Remaining: 89000, Reset: 2 * time.Second, Absolute: true},
+				{Name: "input-tokens", Limit: 80000, Remaining: 79500, Reset: 3 * time.Second, Absolute: true},
+				{Name: "output-tokens", Limit: 10000, Remaining: 0, Reset: 4 * time.Second, Absolute: true},
 			},
 		},
 		{
@@ -152,4 +152,14 @@ func TestParseQuota(t *testing.T) {
 			assert.Equal(t, tt.want, retryafter.ParseQuota(tt.giveH, tt.giveNow))
 		})
 	}
+}
+
+// sethvargo/go-limiter sends X-RateLimit-Reset as an HTTP-date.
+func TestParseQuotaHTTPDateReset(t *testing.T) {
+	got := retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
+		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"), serverNow)
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got)
+	got = retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
+		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 UTC"), serverNow)
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got, "time.RFC1123 in UTC")
 }

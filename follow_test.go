@@ -1,0 +1,113 @@
+package egress_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// The quota a response states becomes part of the key's budget: with
+// nothing more before the reset, the next request waits for it, and no
+// pause is counted. A token quota is recorded, not booked.
+func TestTransportBooksStatedQuota(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveOpts   func(*testing.T) []egress.Option
+		giveHeader []string
+		wantGaps   []time.Duration
+	}{
+		{
+			name:       "WithRetry only, remaining 0",
+			giveOpts:   retryOnly,
+			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"},
+			wantGaps:   []time.Duration{10 * time.Second, 0}, // no window stated: nothing paces after the reset
+		},
+		{
+			name:       "WithRetry only, remaining 1",
+			giveOpts:   retryOnly,
+			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "1", "X-RateLimit-Reset", "10"},
+			wantGaps:   []time.Duration{0, 10 * time.Second},
+		},
+		{
+			name:       "beside a limiter, the stricter wins",
+			giveOpts:   oneASecond,
+			giveHeader: []string{"RateLimit", `"default";r=0;t=5`},
+			wantGaps:   []time.Duration{5 * time.Second, time.Second},
+		},
+		{
+			name:       "a looser statement never loosens the limiter",
+			giveOpts:   oneASecond,
+			giveHeader: []string{"X-RateLimit-Limit", "1000", "X-RateLimit-Remaining", "999", "X-RateLimit-Reset", "1"},
+			wantGaps:   []time.Duration{time.Second, time.Second},
+		},
+		{
+			name:       "token quotas are not booked",
+			giveOpts:   retryOnly,
+			giveHeader: []string{"X-RateLimit-Remaining-Tokens", "0", "X-RateLimit-Reset-Tokens", "30s"},
+			wantGaps:   []time.Duration{0, 0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					if n == 0 {
+						return respond(req, http.StatusOK, tt.giveHeader...), nil
+					}
+					return respond(req, http.StatusOK), nil
+				}}
+				tr := egress.NewTransport(base, tt.giveOpts(t)...)
+				for range 3 {
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+					require.NoError(t, err)
+					drainClose(t, resp)
+				}
+				sent := base.times()
+				require.Len(t, sent, 3)
+				assert.Equal(t, tt.wantGaps, []time.Duration{sent[1].Sub(sent[0]), sent[2].Sub(sent[1])})
+				assert.Zero(t, tr.Stats().Pauses, "a statement is a budget, not a pause")
+			})
+		})
+	}
+}
+
+// The Transport reports every answer to a limiter that learns: a bare 429
+// or 503 cuts an Adaptive limiter's rate.
+func TestTransportTeachesTheLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, err := throttle.NewAdaptive(throttle.PerSecond(100))
+		require.NoError(t, err)
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			return respond(req, http.StatusServiceUnavailable), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithLimiter(a))
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+		require.NoError(t, err)
+		drainClose(t, resp)
+		assert.InDelta(t, 70.0, a.Rate("api.test"), 1e-9)
+	})
+}
+
+func retryOnly(*testing.T) []egress.Option {
+	return []egress.Option{egress.WithRetry(retryafter.Policy{})}
+}
+
+func oneASecond(t *testing.T) []egress.Option {
+	return []egress.Option{egress.WithLimiter(mustTokenBucket(t, throttle.PerSecond(1), 1))}
+}
+
+func mustTokenBucket(t *testing.T, r throttle.Rate, burst int) *throttle.TokenBucket {
+	t.Helper()
+	b, err := throttle.NewTokenBucket(r, burst)
+	require.NoError(t, err)
+	return b
+}

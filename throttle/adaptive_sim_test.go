@@ -1,0 +1,79 @@
+package throttle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestAdaptiveFindsHiddenLimit checks the goals of issue 13 against a
+// simulated headerless upstream (a token bucket with a tenth of a second
+// of burst, answering only "admitted" or "throttled"), starting from a
+// ceiling of 10 000/s: from 5 s on, the learned rate stays within ±10% of
+// the hidden limit, at most 1% of the answers are throttled, and the
+// upstream's limit is at least 90% used.
+func TestAdaptiveFindsHiddenLimit(t *testing.T) {
+	tests := []struct {
+		name        string
+		giveHidden  int
+		giveCallers int
+		giveBack    time.Duration
+		giveSeed    uint64
+	}{
+		{name: "10/s", giveHidden: 10, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
+		{name: "10/s, another draw", giveHidden: 10, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
+		{name: "10/s, 8 callers, 20 ms back", giveHidden: 10, giveCallers: 8, giveBack: 20 * time.Millisecond, giveSeed: 3},
+		{name: "100/s", giveHidden: 100, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
+		{name: "100/s, another draw", giveHidden: 100, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
+		{name: "100/s, 100 callers, 50 ms back", giveHidden: 100, giveCallers: 100, giveBack: 50 * time.Millisecond, giveSeed: 3},
+		{name: "1000/s", giveHidden: 1000, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
+		{name: "1000/s, another draw", giveHidden: 1000, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
+		{name: "1000/s, 100 callers, 50 ms back", giveHidden: 1000, giveCallers: 100, giveBack: 50 * time.Millisecond, giveSeed: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const run, settle = 20 * time.Second, 5 * time.Second
+			res := simulate(simConfig{
+				hidden: tt.giveHidden, burst: max(tt.giveHidden/10, 1), callers: tt.giveCallers,
+				way: 4 * time.Millisecond, back: tt.giveBack, run: run, seed: tt.giveSeed, ceiling: PerSecond(10_000),
+			})
+
+			admitted, throttled, lo, hi := res.after(settle)
+			hidden := float64(tt.giveHidden)
+			utilization := float64(admitted) / (hidden * (run - settle).Seconds())
+			refused := float64(throttled) / float64(admitted+throttled)
+			t.Logf("rate after %v in [%.1f, %.1f], utilization %.3f, throttled %.4f (%d of %d)",
+				settle, lo, hi, utilization, refused, throttled, admitted+throttled)
+			assert.GreaterOrEqual(t, lo, 0.9*hidden, "learned rate too low")
+			assert.LessOrEqual(t, hi, 1.1*hidden, "learned rate too high")
+			assert.GreaterOrEqual(t, utilization, 0.9, "utilization")
+			assert.LessOrEqual(t, refused, 0.01, "throttled answers")
+		})
+	}
+}
+
+// TestAdaptiveSurvivesHostileUpstream checks that an upstream that
+// throttles everything drives the rate to the floor and no lower, and
+// that the rate comes back once it admits again: within about the time
+// the callers' bookings take to go out at the floor (8 s here), plus a
+// climb that doubles at most every such span.
+func TestAdaptiveSurvivesHostileUpstream(t *testing.T) {
+	const hostileFrom, hostileTo, run = 5 * time.Second, 15 * time.Second, 60 * time.Second
+	res := simulate(simConfig{
+		hidden: 100, burst: 10, callers: 8, way: 4 * time.Millisecond, back: 2 * time.Millisecond,
+		run: run, seed: 1, ceiling: PerSecond(10_000),
+		change: func(at time.Duration) (int, bool) {
+			if at >= hostileFrom && at < hostileTo {
+				return 0, true
+			}
+			return 100, true
+		},
+	})
+	_, _, lo, _ := res.after(0)
+	assert.GreaterOrEqual(t, lo, 1.0, "the rate fell below the floor")
+	assert.InDelta(t, 1.0, res.rates[int(hostileTo/(100*time.Millisecond))-1], 0.01, "the storm drives the rate to the floor")
+	_, _, lo, hi := res.after(run - 10*time.Second)
+	assert.GreaterOrEqual(t, lo, 90.0, "the rate has not come back")
+	assert.LessOrEqual(t, hi, 110.0, "the rate came back too far")
+}

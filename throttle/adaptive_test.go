@@ -1,0 +1,118 @@
+package throttle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+func TestAdaptiveStartsAtTheCeilingAndPacesEvenly(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(10), throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	assert.InDelta(t, 10.0, a.Rate("k"), 1e-9)
+	var got []time.Duration
+	for range 3 {
+		r, err := a.Reserve(context.Background(), "k", 1, -1)
+		require.NoError(t, err)
+		got = append(got, r.Delay)
+	}
+	assert.Equal(t, ms(0, 100, 200), got)
+}
+
+func TestAdaptiveStatedLimitReplacesTheEstimate(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     throttle.Statement
+		wantRate float64
+	}{
+		{name: "limit and window", give: requests(120, 50, 30*time.Second, time.Minute), wantRate: 2},
+		{name: "above the ceiling", give: requests(100_000, 50, time.Second, time.Second), wantRate: 1000},
+		{name: "tokens do not count", give: throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 10, Remaining: 5, Window: time.Second}, wantRate: 1000},
+		{name: "no window, no rate", give: requests(120, 50, 30*time.Second, 0), wantRate: 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(newManualClock().Now))
+			require.NoError(t, err)
+			require.NoError(t, a.Learn(context.Background(), "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{tt.give}}))
+			assert.InDelta(t, tt.wantRate, a.Rate("k"), 1e-9)
+		})
+	}
+}
+
+func TestAdaptiveCutsOnThrottlingAndNeverBelowTheFloor(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(100), throttle.WithClock(clk.Now), throttle.WithFloor(throttle.PerSecond(5)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for range 50 {
+		clk.Advance(time.Second)
+		require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: true}))
+	}
+	assert.InDelta(t, 5.0, a.Rate("k"), 1e-9)
+}
+
+func TestAdaptivePauseShiftsBookings(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(10), throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = a.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	r, err := a.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, r.Delay)
+
+	require.NoError(t, a.Pause(ctx, "k", time.Second))
+	s, err := a.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, s.Paused)
+	clk.Advance(1099 * time.Millisecond)
+	s, err = a.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, 101*time.Millisecond, s.Next, "the booking at 100 ms moved to 1.1 s, the next free slot after it")
+	clk.Advance(time.Millisecond)
+	assert.NoError(t, r.Wait(ctx))
+}
+
+func TestAdaptiveCancelGivesBackTheLatest(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(10), throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = a.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	r, err := a.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.NoError(t, r.Cancel(ctx))
+	again, err := a.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	assert.Equal(t, 100*time.Millisecond, again.Delay)
+}
+
+func TestNewAdaptiveBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    throttle.Rate
+		opts    []throttle.Option
+		wantErr string
+	}{
+		{name: "zero ceiling", give: throttle.Rate{}, wantErr: "throttle: NewAdaptive ceiling: throttle: Rate.N must be positive, got 0"},
+		{name: "floor below one per max hold", give: throttle.PerSecond(10), opts: []throttle.Option{throttle.WithFloor(throttle.PerHour(1))},
+			wantErr: "throttle: WithFloor 1/h is below one unit per max hold (1m0s)"},
+		{name: "bad floor", give: throttle.PerSecond(10), opts: []throttle.Option{throttle.WithFloor(throttle.Rate{N: -1, Per: time.Second})},
+			wantErr: "throttle: WithFloor: throttle: Rate.N must be positive, got -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := throttle.NewAdaptive(tt.give, tt.opts...)
+			assert.EqualError(t, err, tt.wantErr)
+		})
+	}
+}

@@ -1,0 +1,724 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// UnitRequests is the [Statement.Unit] of a quota counted in requests:
+// the only unit that [Upstream] books. Quotas in other units (an LLM
+// API's tokens) are recorded but not booked.
+const UnitRequests = "requests"
+
+// Statement is what an upstream said about one of its quotas in one
+// response: how large the quota is, how much of it is left, and when it
+// returns. A Transport reads it from the response's headers
+// (retryafter.ParseQuota) and hands it to a [Learner] inside an
+// [Outcome].
+type Statement struct {
+	// Name tells the quotas of one key apart ("requests", "tokens", an
+	// IETF policy id).
+	Name string
+	// Unit is what the quota counts: [UnitRequests], or another unit
+	// ("tokens", "input-tokens") that is recorded but not booked.
+	Unit string
+	// Limit is the quota's size per window, or -1 when not stated.
+	Limit int
+	// Remaining is how much is left before Reset, or -1 when not stated.
+	Remaining int
+	// Reset is how long after the response arrived the quota returns, 0
+	// when not stated or already due. It should already be corrected for
+	// clock skew (through the response's Date header).
+	Reset time.Duration
+	// Window is the quota's window when the upstream states it (the IETF
+	// policy's w), or 0.
+	Window time.Duration
+	// Absolute reports that the reset was stated as an instant (a Unix
+	// time, an HTTP-date), as limiters with fixed window boundaries state
+	// it, rather than as a delay.
+	Absolute bool
+}
+
+// Limits on what a Statement may say; beyond them a value is absurd.
+const (
+	// MaxStatedCount bounds a stated limit or remaining.
+	MaxStatedCount = 1 << 30
+	// DefaultMaxHold is how long a statement may hold a key back unless
+	// [WithMaxHold] says otherwise: a minute, as retryafter's default
+	// MaxPause, so a reset years ahead stalls a key for at most that.
+	DefaultMaxHold = time.Minute
+)
+
+// Clamp returns s with its absurd values made safe, and the names of the
+// fields it changed (nil when none): a Limit of 0 or one above
+// [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
+// MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
+// cut to maxHold, and negative values become unknown or 0. The Transport
+// reports the changes to its Observer.
+func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
+	var changed []string
+	if s.Limit == 0 || s.Limit > MaxStatedCount || s.Limit < -1 {
+		s.Limit = -1
+		changed = append(changed, "Limit")
+	}
+	most := MaxStatedCount
+	if s.Limit > 0 {
+		most = s.Limit
+	}
+	switch {
+	case s.Remaining > most:
+		s.Remaining = most
+		changed = append(changed, "Remaining")
+	case s.Remaining < -1:
+		s.Remaining = -1
+		changed = append(changed, "Remaining")
+	}
+	if s.Reset < 0 || s.Reset > maxHold {
+		s.Reset = min(max(s.Reset, 0), maxHold)
+		changed = append(changed, "Reset")
+	}
+	if s.Window < 0 || s.Window > maxHold {
+		s.Window = min(max(s.Window, 0), maxHold)
+		changed = append(changed, "Window")
+	}
+	return s, changed
+}
+
+// Outcome is what became of one attempt sent to the upstream.
+type Outcome struct {
+	// N is how many units the attempt booked (its cost); 0 when it booked
+	// none.
+	N int
+	// Throttled is true when the upstream refused the attempt to slow the
+	// client down: a 429, a 503, a 529, or a throttling 403.
+	Throttled bool
+	// Failed is true when no response came back (a transport error).
+	Failed bool
+	// Latency is the time from sending the attempt to its response.
+	Latency time.Duration
+	// Statements are the quotas the response stated, if any.
+	Statements []Statement
+}
+
+// Learner is implemented by limiters that learn from the upstream's
+// answers. A Transport calls Learn once for every attempt it sent, with
+// what came back, for limiters that implement it: the [Upstream] record
+// and the [Adaptive] limiter do. Learn must not block for long.
+type Learner interface {
+	Learn(ctx context.Context, key string, o Outcome) error
+}
+
+// Upstream is a [Limiter] that books what the upstream says: per key, a
+// record of the quotas its responses state. A statement "R more before
+// T" becomes one more part of the key's budget: at most R units (less
+// those booked before T and not yet answered) before T. When the
+// upstream also states its window (the IETF RateLimit-Policy w), or its
+// resets are window boundaries (see below), units after T are paced at
+// the limit per window, evenly. It never
+// shifts units already booked: a remaining of 0 only holds new bookings
+// back until T.
+//
+// Use it beside the limiter configured for the key, booked at one common
+// slot: All(configured, upstream). A Transport does so itself, and feeds
+// it each response through [Upstream.Learn]. On a key nothing was stated
+// for, it admits everything at once.
+//
+// How statements combine, per quota name, when responses arrive out of
+// order or a sliding window reports remaining from an estimate: two
+// statements whose resets lie within the reset's precision of each other
+// (a second, for whole-second resets) state the same window. Of those,
+// the one for the request sent later wins (a sliding window's remaining
+// may grow as its estimate decays); when the order is unknown, or the
+// answer is for an older request that arrived late, the lower remaining
+// wins; and the earlier reset wins, since a reset computed from a
+// whole-second Date is late by up to a second. A reset later than that
+// starts a new window and replaces the old; an earlier one is stale and
+// ignored. A remaining that grows within a window, for a request sent
+// later, marks the quota as a sliding window, which refills before its
+// reset: once what was stated is spent, units are paced at the limit per
+// window instead of waiting for the reset, or, without a window to pace
+// at (a GCRA's bucket, whose reset is the time to refill it), left to the
+// configured limiter. A window not stated is learned from successive resets and
+// reported by [Upstream.Stated]. It paces units after T only when the
+// resets are stated as instants (window boundaries); until two resets
+// have been seen, the longest reset stated stands in for it, a lower
+// bound, so the first window after T may be paced too fast, and the next
+// statement corrects it. Resets stated as delays may come from a GCRA
+// upstream, whose "limit" is a burst and whose "reset" is the time to
+// refill it: there the configured limiter paces after T.
+//
+// A statement holds a key back for at most the max hold ([WithMaxHold],
+// default [DefaultMaxHold]) from its arrival, however far its reset. Only
+// quotas counted in requests are booked; the others are recorded and
+// reported by [Upstream.Stated].
+//
+// Upstream also implements [Pauser], [Deferrer], [Inspector] and
+// [Learner]. It is safe for concurrent use; one mutex guards every key.
+type Upstream struct {
+	now     func() time.Time
+	base    time.Time
+	maxKeys int
+	maxHold int64
+
+	mu   sync.Mutex
+	last int64 // the latest clock reading, so that time never goes back
+	keys map[string]*statedKey
+}
+
+// statedKey is the record of one key. Upstream.mu guards it.
+type statedKey struct {
+	quotas   []statedQuota  // booked: quotas counted in requests
+	others   []Statement    // recorded only, as stated
+	inflight int            // units booked and not yet answered or cancelled
+	flight   []statedFlight // those units by booking, oldest first (answers are taken to come in order)
+	answered int64          // when the last answer or cancel came
+	shift    int64          // the sum of every pause's shift
+	paused   int64          // when the latest pause ends
+}
+
+// statedFlight is one booking not yet answered.
+type statedFlight struct {
+	b    *statedBooking
+	slot int64
+	n    int
+}
+
+// answered takes n units off the oldest bookings in flight.
+func (k *statedKey) answer(n int) {
+	k.inflight = max(k.inflight-n, 0)
+	for n > 0 && len(k.flight) > 0 {
+		f := &k.flight[0]
+		take := min(n, f.n)
+		f.n -= take
+		n -= take
+		if f.n == 0 {
+			k.flight = k.flight[1:]
+		}
+	}
+	if len(k.flight) == 0 {
+		k.flight = nil
+	}
+}
+
+// before returns the units in flight booked for slots before t: those a
+// statement's remaining for the window ending at t must cover. Units
+// booked at or after t count in a later window.
+func (k *statedKey) before(t int64) int {
+	n := 0
+	for _, f := range k.flight {
+		if f.slot+k.shift-f.b.seen < t {
+			n += f.n
+		}
+	}
+	return n
+}
+
+// statedQuota is one quota of a key, in nanoseconds on the Upstream's
+// clock.
+type statedQuota struct {
+	name      string
+	limit     int   // per window, or -1
+	window    int64 // stated or learned, or 0
+	stated    bool  // window came from the upstream
+	absolute  bool  // resets are stated as instants: window boundaries
+	longest   int64 // the longest reset stated, a lower bound of the window
+	reset     int64 // T: when the quota returns
+	precision int64 // how finely reset was stated
+	left      int   // units that may still be booked before reset
+	raw       int   // the remaining last stated, before units in flight are taken off
+	sliding   bool  // remaining grew within a window: it refills before the reset
+	sent      int64 // when the request whose answer set left was sent, or MinInt64
+	tat       int64 // the next free slot at or after reset, at limit per window
+	expires   int64 // when the statement stops holding anything back
+}
+
+// maxHoldOption carries [WithMaxHold]; the constructors that know it read
+// it before the other options are applied.
+type maxHoldOption time.Duration
+
+func (maxHoldOption) apply(*config) {}
+
+// WithMaxHold bounds how long a statement or a learned rate may hold a
+// key back from the statement's arrival (default [DefaultMaxHold]): set
+// it to the retry policy's MaxPause. It applies to [NewUpstream] and
+// [NewAdaptive]; other limiters ignore it.
+func WithMaxHold(d time.Duration) Option { return maxHoldOption(d) }
+
+// upstreamConfig applies opts for the limiters of this file. A nil Option
+// panics, as everywhere in this module.
+func upstreamConfig(opts []Option) (config, time.Duration, error) {
+	c := config{maxKeys: DefaultMaxKeys}
+	hold := DefaultMaxHold
+	for i, o := range opts {
+		switch o := o.(type) {
+		case nil:
+			panic(fmt.Sprintf("throttle: nil Option (argument %d)", i))
+		case maxHoldOption:
+			hold = time.Duration(o)
+		default:
+			o.apply(&c)
+		}
+	}
+	switch {
+	case c.maxKeys < 1:
+		return c, 0, fmt.Errorf("throttle: WithMaxKeys must be at least 1, got %d", c.maxKeys)
+	case hold <= 0:
+		return c, 0, fmt.Errorf("throttle: WithMaxHold must be positive, got %v", hold)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, hold, nil
+}
+
+// NewUpstream returns an empty record of what upstreams state. Of the
+// options, [WithClock], [WithMaxKeys] and [WithMaxHold] apply.
+func NewUpstream(opts ...Option) (*Upstream, error) {
+	c, hold, err := upstreamConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Upstream{now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), keys: map[string]*statedKey{}}, nil
+}
+
+// clock returns nanoseconds since u.base, never less than before.
+// u.mu is held.
+func (u *Upstream) clock() int64 {
+	u.last = max(u.last, int64(u.now().Sub(u.base)))
+	return u.last
+}
+
+// Learn implements [Learner]: it records o's statements for key, and
+// counts o's N units as answered.
+func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	k := u.keys[key]
+	if k == nil {
+		if len(o.Statements) == 0 {
+			return nil
+		}
+		var err error
+		if k, err = u.add(key, now); err != nil {
+			return err
+		}
+	}
+	k.answer(o.N)
+	k.answered = now
+	sent := int64(math.MinInt64) // unknown
+	if o.Latency > 0 {
+		sent = now - int64(o.Latency)
+	}
+	for _, s := range o.Statements {
+		s, _ = s.Clamp(time.Duration(u.maxHold))
+		if s.Unit != "" && s.Unit != UnitRequests {
+			k.recordOther(s)
+			continue
+		}
+		k.record(s, now, sent, u.maxHold)
+	}
+	return nil
+}
+
+// recordOther keeps s, replacing an earlier statement of the same name.
+func (k *statedKey) recordOther(s Statement) {
+	i := slices.IndexFunc(k.others, func(o Statement) bool { return o.Name == s.Name && o.Unit == s.Unit })
+	if i < 0 {
+		k.others = append(k.others, s)
+		return
+	}
+	k.others[i] = s
+}
+
+// record merges the statement s, arrived at now for a request sent at
+// sent (MinInt64 when unknown), into k. Statements that say nothing about what
+// is left change nothing.
+func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
+	if s.Remaining < 0 && s.Limit < 0 {
+		return
+	}
+	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
+	if i < 0 {
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64})
+		i = len(k.quotas) - 1
+	}
+	q := &k.quotas[i]
+	reset := now + int64(s.Reset)
+	precision := int64(time.Millisecond)
+	if s.Reset%time.Second == 0 {
+		precision = int64(time.Second)
+	}
+	if s.Window > 0 {
+		q.window, q.stated = int64(s.Window), true
+	}
+	if s.Limit > 0 {
+		q.limit = s.Limit
+	}
+	q.absolute = s.Absolute
+	q.longest = max(q.longest, int64(s.Reset))
+	left := math.MaxInt
+	if s.Remaining >= 0 {
+		left = s.Remaining - k.before(reset)
+	}
+	p := max(precision, q.precision)
+	switch {
+	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p:
+		// The same window. The statement for the request sent later
+		// wins: a sliding window's remaining may grow as its estimate
+		// decays. When the order is unknown, or the answer is for an
+		// older request that arrived late, the lower remaining wins.
+		// The earlier reset wins: each is late by up to its precision.
+		if sent != math.MinInt64 && sent >= q.sent {
+			if s.Remaining > q.raw && q.raw >= 0 {
+				q.sliding = true // a fixed window's remaining never grows
+			}
+			q.left, q.sent, q.raw = left, sent, s.Remaining
+		} else {
+			q.left = min(q.left, left)
+		}
+		q.reset = min(q.reset, reset)
+		q.precision = min(q.precision, precision)
+	case reset > q.reset:
+		// A new window replaces the old.
+		if !q.stated && q.reset > math.MinInt64 && reset-q.reset >= p {
+			w := reset - q.reset
+			if q.window == 0 || w < q.window {
+				q.window = w
+			}
+		}
+		q.reset, q.left, q.precision, q.sent, q.raw = reset, left, precision, sent, s.Remaining
+	default:
+		return // stale: a window that has already reset
+	}
+	if !q.sliding {
+		q.tat = max(q.tat, q.reset)
+	}
+	q.expires = now + maxHold
+}
+
+// spacing returns the interval between units after q's reset: the
+// limit per window, or 0 (no pacing after the reset). The window is the
+// stated one; or, when resets are stated as instants (window boundaries,
+// as httprate and GitHub send them), the one learned from successive
+// resets, or until then the longest reset seen, a lower bound. A window
+// learned from resets stated as delays is not trusted: a GCRA upstream
+// (throttled/throttled) states its burst as the limit and the time to
+// refill it as the reset, and pacing that burst per learned window would
+// be several times too slow.
+func (q *statedQuota) spacing() int64 {
+	var w int64
+	switch {
+	case q.limit <= 0:
+		return 0
+	case q.stated:
+		w = q.window
+	case !q.absolute:
+		return 0
+	case q.window > 0:
+		w = q.window
+	default:
+		w = max(q.longest, int64(time.Millisecond))
+	}
+	return (w + int64(q.limit) - 1) / int64(q.limit)
+}
+
+// earliest returns the first slot at or after from at which q admits n
+// units.
+func (q *statedQuota) earliest(from int64, n int) int64 {
+	if from >= q.expires {
+		return from
+	}
+	if from < q.reset {
+		if q.left >= n {
+			return from
+		}
+		switch {
+		case !q.sliding:
+			from = q.reset
+		case q.spacing() == 0:
+			// It refills before its reset at a pace nobody stated (a
+			// GCRA's bucket): the reset is no bound; the configured
+			// limiter paces.
+			return from
+		}
+		// A sliding window refills before its reset: pace at its limit
+		// per window instead of waiting for the reset.
+	}
+	if q.spacing() == 0 {
+		return from
+	}
+	return max(from, q.tat)
+}
+
+// book takes n units of q at slot, which earliest allowed, and returns
+// how to give them back.
+func (q *statedQuota) book(slot int64, n int) statedPart {
+	p := statedPart{name: q.name, reset: q.reset, n: n}
+	switch {
+	case slot >= q.expires:
+	case slot < q.reset && q.left >= n:
+		q.left -= n
+		p.before = true
+	case q.spacing() > 0:
+		p.tatBefore = q.tat
+		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
+		p.tatAfter = q.tat
+	}
+	return p
+}
+
+// statedPart is what one booking took from one quota.
+type statedPart struct {
+	name                string
+	reset               int64 // the window it was booked in
+	n                   int
+	before              bool  // taken from what was left before reset
+	tatBefore, tatAfter int64 // the spacing it took after reset, if any
+}
+
+// give returns p's units to q when that over-admits nothing: units left
+// before the same reset, or the spacing after it if nothing was booked
+// after p.
+func (q *statedQuota) give(p statedPart) {
+	switch {
+	case q.reset != p.reset:
+	case p.before:
+		q.left += p.n
+	case p.tatAfter != 0 && q.tat == p.tatAfter:
+		q.tat = p.tatBefore
+	}
+}
+
+// add creates key's record, dropping fresh records when full. u.mu is
+// held.
+func (u *Upstream) add(key string, now int64) (*statedKey, error) {
+	if len(u.keys) >= u.maxKeys {
+		for k, s := range u.keys {
+			if s.fresh(now, u.maxHold) {
+				delete(u.keys, k)
+			}
+		}
+		if len(u.keys) >= u.maxKeys {
+			return nil, ErrTooManyKeys
+		}
+	}
+	k := &statedKey{}
+	u.keys[key] = k
+	return k, nil
+}
+
+// fresh reports whether dropping k loses nothing: nothing in flight (or
+// nothing answered for the max hold), no pause, and every statement
+// lapsed.
+func (k *statedKey) fresh(now, maxHold int64) bool {
+	if (k.inflight > 0 && now-k.answered < maxHold) || k.paused > now {
+		return false
+	}
+	for _, q := range k.quotas {
+		if q.expires > now {
+			return false
+		}
+	}
+	return true
+}
+
+// Reserve implements [Limiter].
+func (u *Upstream) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*Reservation, error) {
+	return u.ReserveAfter(ctx, key, n, 0, maxWait)
+}
+
+// ReserveAfter implements [Deferrer].
+func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	if err := checkRequest(ctx, key, n); err != nil {
+		return nil, err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	k := u.keys[key]
+	if k == nil {
+		var err error
+		if k, err = u.add(key, now); err != nil {
+			return nil, err
+		}
+	}
+	if k.inflight > 0 && now-k.answered >= u.maxHold {
+		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
+	}
+	slot := k.earliest(max(now+int64(max(after, 0)), k.paused), n)
+	if maxWait >= 0 && slot-now > int64(maxWait) {
+		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
+	}
+	b := &statedBooking{u: u, k: k, slot: slot, seen: k.shift, n: n}
+	for i := range k.quotas {
+		b.parts = append(b.parts, k.quotas[i].book(slot, n))
+	}
+	k.inflight += n
+	k.flight = append(k.flight, statedFlight{b: b, slot: slot, n: n})
+	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
+}
+
+// earliest returns the first slot at or after from that every quota of k
+// admits n units at. Each quota is monotone (a slot that fits keeps
+// fitting later), so raising the slot to each one's earliest converges.
+func (k *statedKey) earliest(from int64, n int) int64 {
+	for changed := true; changed; {
+		changed = false
+		for i := range k.quotas {
+			if s := k.quotas[i].earliest(from, n); s > from {
+				from, changed = s, true
+			}
+		}
+	}
+	return from
+}
+
+// left returns how many units k admits before its earliest reset, or 0
+// when it cannot say.
+func (k *statedKey) left(now int64) int {
+	left := -1
+	for _, q := range k.quotas {
+		if q.reset > now && q.expires > now {
+			left = minRemaining(left, max(q.left, 0))
+		}
+	}
+	return max(left, 0)
+}
+
+// statedBooking is the [Booking] of an Upstream reservation.
+type statedBooking struct {
+	u     *Upstream
+	k     *statedKey
+	slot  int64
+	seen  int64 // k.shift when booked
+	n     int
+	parts []statedPart
+}
+
+// Until implements [Booking], following any pause since the booking.
+func (b *statedBooking) Until() time.Duration {
+	b.u.mu.Lock()
+	defer b.u.mu.Unlock()
+	return time.Duration(b.slot + b.k.shift - b.seen - b.u.clock())
+}
+
+// Cancel implements [Booking].
+func (b *statedBooking) Cancel(context.Context) error {
+	b.u.mu.Lock()
+	defer b.u.mu.Unlock()
+	b.k.inflight = max(b.k.inflight-b.n, 0)
+	if i := slices.IndexFunc(b.k.flight, func(f statedFlight) bool { return f.b == b }); i >= 0 {
+		b.k.flight = slices.Delete(b.k.flight, i, i+1)
+	}
+	b.k.answered = b.u.clock()
+	for _, p := range b.parts {
+		if i := slices.IndexFunc(b.k.quotas, func(q statedQuota) bool { return q.name == p.name }); i >= 0 {
+			b.k.quotas[i].give(p)
+		}
+	}
+	return nil
+}
+
+// Pause implements [Pauser]: every booking of key still in the future,
+// and every new one, moves later, so that nothing is sent for d from
+// now. The statements' resets do not move. d is capped at the max hold.
+func (u *Upstream) Pause(ctx context.Context, key string, d time.Duration) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	k := u.keys[key]
+	if k == nil {
+		var err error
+		if k, err = u.add(key, now); err != nil {
+			return err
+		}
+	}
+	k.pause(now, min(int64(d), u.maxHold))
+	return nil
+}
+
+// pause shifts k's schedule so that nothing goes before now+d.
+func (k *statedKey) pause(now, d int64) {
+	end := now + d
+	if end <= k.paused {
+		return
+	}
+	shift := end - max(now, k.paused)
+	k.shift += shift
+	k.paused = end
+	for i := range k.quotas {
+		if k.quotas[i].tat > now {
+			k.quotas[i].tat += shift
+		}
+	}
+}
+
+// Inspect implements [Inspector]. Ahead counts the units booked and not
+// yet answered.
+func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
+	if ctx == nil {
+		return KeyState{}, errNilContext
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	s := KeyState{Key: key}
+	k := u.keys[key]
+	if k == nil {
+		return s, nil
+	}
+	s.Remaining = k.left(now)
+	s.Next = time.Duration(k.earliest(max(now, k.paused), 1) - now)
+	s.Ahead = k.inflight
+	s.Paused = time.Duration(max(k.paused-now, 0))
+	return s, nil
+}
+
+// Stated returns what the upstream last stated for key, one Statement per
+// quota, with Reset measured from now and Remaining less what was booked
+// since (the quotas in requests), or as stated (the others). It returns
+// nil for a key nothing was stated for.
+func (u *Upstream) Stated(key string) []Statement {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock()
+	k := u.keys[key]
+	if k == nil {
+		return nil
+	}
+	var out []Statement
+	for _, q := range k.quotas {
+		if q.expires <= now {
+			continue
+		}
+		s := Statement{Name: q.name, Unit: UnitRequests, Limit: q.limit, Remaining: max(q.left, 0),
+			Reset: time.Duration(max(q.reset-now, 0))}
+		if q.left == math.MaxInt {
+			s.Remaining = -1
+		}
+		if q.window > 0 {
+			s.Window = time.Duration(q.window)
+		}
+		out = append(out, s)
+	}
+	return append(out, k.others...)
+}
+
+var (
+	_ Limiter   = (*Upstream)(nil)
+	_ Deferrer  = (*Upstream)(nil)
+	_ Inspector = (*Upstream)(nil)
+	_ Pauser    = (*Upstream)(nil)
+	_ Learner   = (*Upstream)(nil)
+)

@@ -1,0 +1,353 @@
+package throttle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// requests is a statement of a quota counted in requests.
+func requests(limit, remaining int, reset, window time.Duration) throttle.Statement {
+	return throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: limit, Remaining: remaining, Reset: reset, Window: window}
+}
+
+// delays books one unit of "k" n times and returns each delay.
+func delays(t *testing.T, u *throttle.Upstream, n int) []time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for range n {
+		r, err := u.Reserve(context.Background(), "k", 1, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		ds = append(ds, r.Delay)
+	}
+	return ds
+}
+
+func ms(ds ...int) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = time.Duration(d) * time.Millisecond
+	}
+	return out
+}
+
+func TestUpstreamBooksWhatIsStated(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveStated []throttle.Outcome // learned in order, at the same instant
+		giveN      int
+		wantDelays []time.Duration
+	}{
+		{
+			name:       "nothing stated admits everything at once",
+			giveN:      3,
+			wantDelays: ms(0, 0, 0),
+		},
+		{
+			name:       "R before T, then L per window evenly",
+			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{requests(4, 2, 500*time.Millisecond, time.Second)}}},
+			giveN:      5,
+			wantDelays: ms(0, 0, 500, 750, 1000),
+		},
+		{
+			name:       "remaining 0 holds new units until the reset",
+			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{requests(2, 0, 300*time.Millisecond, time.Second)}}},
+			giveN:      3,
+			wantDelays: ms(300, 800, 1300),
+		},
+		{
+			name:       "no limit stated: nothing is known after the reset",
+			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{requests(-1, 0, 300*time.Millisecond, 0)}}},
+			giveN:      3,
+			wantDelays: ms(300, 300, 300),
+		},
+		{
+			name: "the same window: the lower remaining wins when the order is unknown",
+			giveStated: []throttle.Outcome{
+				{Statements: []throttle.Statement{requests(10, 1, 400*time.Millisecond, time.Second)}},
+				{Statements: []throttle.Statement{requests(10, 5, 400*time.Millisecond, time.Second)}},
+			},
+			giveN:      2,
+			wantDelays: ms(0, 400),
+		},
+		{
+			name: "the same window: the answer to the request sent later wins",
+			giveStated: []throttle.Outcome{
+				{Latency: 50 * time.Millisecond, Statements: []throttle.Statement{requests(10, 1, 400*time.Millisecond, time.Second)}},
+				{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(10, 3, 400*time.Millisecond, time.Second)}},
+			},
+			giveN:      4,
+			wantDelays: ms(0, 0, 0, 400),
+		},
+		{
+			name: "an answer for a request sent earlier that arrives late loses",
+			giveStated: []throttle.Outcome{
+				{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(10, 1, 400*time.Millisecond, time.Second)}},
+				{Latency: 50 * time.Millisecond, Statements: []throttle.Statement{requests(10, 3, 400*time.Millisecond, time.Second)}},
+			},
+			giveN:      2,
+			wantDelays: ms(0, 400),
+		},
+		{
+			name: "a later reset is a new window and replaces",
+			giveStated: []throttle.Outcome{
+				{Statements: []throttle.Statement{requests(10, 0, 400*time.Millisecond, time.Second)}},
+				{Statements: []throttle.Statement{requests(10, 2, 1400*time.Millisecond, time.Second)}},
+			},
+			giveN:      3,
+			wantDelays: ms(0, 0, 1400),
+		},
+		{
+			name: "an earlier reset is stale and ignored",
+			giveStated: []throttle.Outcome{
+				{Statements: []throttle.Statement{requests(10, 0, 1400*time.Millisecond, time.Second)}},
+				{Statements: []throttle.Statement{requests(10, 9, 200*time.Millisecond, time.Second)}},
+			},
+			giveN:      1,
+			wantDelays: ms(1400),
+		},
+		{
+			name: "a reset years ahead holds the key for the max hold at most",
+			giveStated: []throttle.Outcome{
+				{Statements: []throttle.Statement{requests(-1, 0, 24*365*time.Hour, 0)}},
+			},
+			giveN:      1,
+			wantDelays: []time.Duration{throttle.DefaultMaxHold},
+		},
+		{
+			name: "token quotas are recorded, not booked",
+			giveStated: []throttle.Outcome{
+				{Statements: []throttle.Statement{{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 0, Reset: time.Second}}},
+			},
+			giveN:      2,
+			wantDelays: ms(0, 0),
+		},
+		{
+			name: "every quota in requests binds",
+			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{
+				requests(10, 5, time.Second, time.Second),
+				{Name: "daily", Unit: throttle.UnitRequests, Limit: 1000, Remaining: 0, Reset: 2 * time.Second},
+			}}},
+			giveN:      1,
+			wantDelays: ms(2000),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+			require.NoError(t, err)
+			for _, o := range tt.giveStated {
+				require.NoError(t, u.Learn(context.Background(), "k", o))
+			}
+			assert.Equal(t, tt.wantDelays, delays(t, u, tt.giveN))
+		})
+	}
+}
+
+// Units in flight (booked, not yet answered) count against what a later
+// statement says is left, and stop counting once answered.
+func TestUpstreamCountsUnitsInFlight(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3), "three in flight")
+
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{requests(10, 4, time.Second, time.Second)}}))
+	assert.Equal(t, ms(0, 0, 1000), delays(t, u, 3), "4 left, less the 2 still in flight")
+}
+
+// A statement never moves units booked before it: remaining 0 holds back
+// only new bookings.
+func TestUpstreamNeverMovesBookedUnits(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(1, 0, 200*time.Millisecond, time.Second)}}))
+	r, err := u.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.Equal(t, 200*time.Millisecond, r.Delay)
+
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(1, 0, 5*time.Second, time.Second)}}))
+	clk.Advance(200 * time.Millisecond)
+	assert.NoError(t, r.Wait(ctx), "the unit booked at 200 ms is still the caller's then")
+	assert.Equal(t, ms(4800), delays(t, u, 1), "new units wait for the new reset")
+}
+
+func TestUpstreamCancelGivesBack(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(2, 1, 300*time.Millisecond, time.Second)}}))
+	r1, err := u.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	r2, err := u.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.Equal(t, ms(0, 300), []time.Duration{r1.Delay, r2.Delay})
+
+	require.NoError(t, r2.Cancel(ctx))
+	require.NoError(t, r1.Cancel(ctx))
+	assert.Equal(t, ms(0, 300), delays(t, u, 2), "both given back")
+}
+
+func TestUpstreamPauseShiftsBookings(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(4, 0, 100*time.Millisecond, time.Second)}}))
+	r, err := u.Reserve(ctx, "k", 1, -1)
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, r.Delay)
+
+	require.NoError(t, u.Pause(ctx, "k", time.Second))
+	s, err := u.Inspect(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, s.Paused)
+	assert.Equal(t, 1, s.Ahead, "the unit booked is in flight")
+	assert.Equal(t, ms(1350), delays(t, u, 1), "after the shifted unit, at the stated spacing")
+}
+
+func TestUpstreamLearnsTheWindowFromResets(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(4, 4, 100*time.Millisecond, 0)}}))
+	clk.Advance(200 * time.Millisecond)
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(4, 0, 1900*time.Millisecond, 0)}}))
+	got := u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, 2*time.Second, got[0].Window, "two successive resets 2 s apart")
+	assert.Equal(t, ms(1900, 1900), delays(t, u, 2), "a learned window is reported, not used for pacing")
+}
+
+func TestUpstreamStated(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	assert.Nil(t, u.Stated("k"))
+	tokens := throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 10, Reset: time.Second}
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(10, 5, time.Second, time.Second), tokens}}))
+	clk.Advance(400 * time.Millisecond)
+	assert.Equal(t, []throttle.Statement{requests(10, 5, 600*time.Millisecond, time.Second), tokens}, u.Stated("k"))
+}
+
+func TestStatementClamp(t *testing.T) {
+	tests := []struct {
+		name        string
+		give        throttle.Statement
+		wantUsed    throttle.Statement
+		wantChanged []string
+	}{
+		{name: "sane", give: requests(10, 5, time.Second, time.Second), wantUsed: requests(10, 5, time.Second, time.Second)},
+		{name: "limit of 0", give: requests(0, 0, time.Second, 0), wantUsed: requests(-1, 0, time.Second, 0), wantChanged: []string{"Limit"}},
+		{name: "remaining 1e18", give: requests(-1, 1e18, time.Second, 0), wantUsed: requests(-1, throttle.MaxStatedCount, time.Second, 0), wantChanged: []string{"Remaining"}},
+		{name: "remaining above the limit", give: requests(10, 50, time.Second, 0), wantUsed: requests(10, 10, time.Second, 0), wantChanged: []string{"Remaining"}},
+		{name: "reset years ahead", give: requests(10, 0, 5*365*24*time.Hour, 0), wantUsed: requests(10, 0, time.Minute, 0), wantChanged: []string{"Reset"}},
+		{name: "negative reset", give: requests(10, 0, -time.Second, 0), wantUsed: requests(10, 0, 0, 0), wantChanged: []string{"Reset"}},
+		{name: "huge window", give: requests(10, 0, time.Second, 48*time.Hour), wantUsed: requests(10, 0, time.Second, time.Minute), wantChanged: []string{"Window"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gotUsed, gotChanged := tt.give.Clamp(time.Minute)
+			assert.Equal(t, tt.wantUsed, gotUsed)
+			assert.Equal(t, tt.wantChanged, gotChanged)
+		})
+	}
+}
+
+func TestNewUpstreamBadOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    throttle.Option
+		wantErr string
+	}{
+		{name: "max hold 0", give: throttle.WithMaxHold(0), wantErr: "throttle: WithMaxHold must be positive, got 0s"},
+		{name: "max keys 0", give: throttle.WithMaxKeys(0), wantErr: "throttle: WithMaxKeys must be at least 1, got 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := throttle.NewUpstream(tt.give)
+			assert.EqualError(t, err, tt.wantErr)
+		})
+	}
+	assert.PanicsWithValue(t, "throttle: nil Option (argument 0)", func() { _, _ = throttle.NewUpstream(nil) })
+}
+
+// Units booked after the reset count in the next window, not against
+// what a statement says is left before the reset.
+func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Millisecond, Statements: []throttle.Statement{requests(4, 2, 500*time.Millisecond, time.Second)}}))
+	require.Equal(t, ms(0, 0, 500, 750, 1000), delays(t, u, 5))
+
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Microsecond, Statements: []throttle.Statement{requests(4, 4, 500*time.Millisecond, time.Second)}}))
+	got := u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, 2, got[0].Remaining, "4 left, less the 2 in flight before the reset; the 3 after it do not count")
+}
+
+// Resets stated as instants are window boundaries: the window learned
+// from two of them paces units after the reset.
+func TestUpstreamPacesAtALearnedWindowOfAbsoluteResets(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	first, second := requests(4, 4, 100*time.Millisecond, 0), requests(4, 0, 1900*time.Millisecond, 0)
+	first.Absolute, second.Absolute = true, true
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{first}}))
+	clk.Advance(200 * time.Millisecond)
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{second}}))
+	assert.Equal(t, ms(1900, 2400), delays(t, u, 2), "4 per learned 2 s window")
+}
+
+// A remaining that grows within a window, for a request sent later, is a
+// sliding window: once what it states is spent, units are paced at its
+// limit per window instead of waiting for the reset.
+func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	learn := func(remaining int, latency time.Duration) {
+		t.Helper()
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(10, remaining, 900*time.Millisecond, time.Second)}}))
+	}
+	learn(0, 20*time.Millisecond)
+	assert.Equal(t, ms(900), delays(t, u, 1), "a fixed window, as far as anyone knows: wait for the reset")
+	learn(1, 10*time.Millisecond) // sent later, and more is left: it refills
+	assert.Equal(t, ms(0, 1000, 1100), delays(t, u, 3), "the one left now, then 10 per second")
+}
+
+// A quota that refills before its reset with no window to pace at (a
+// GCRA's bucket states the time to refill it as its reset) holds nothing
+// back once it shows it refills: the configured limiter paces.
+func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	learn := func(remaining int, latency time.Duration) {
+		t.Helper()
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
+	}
+	learn(0, 20*time.Millisecond)
+	assert.Equal(t, ms(1000), delays(t, u, 1))
+	learn(1, 10*time.Millisecond)
+	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
+}
