@@ -40,10 +40,8 @@
 // Both durations are measured from the response, so they overlap rather
 // than add up: a transport that paused the key for d and then sleeps wait
 // before booking its retry waits wait in all, not d plus wait.
-// Only throttling responses pause. A 200 whose quota headers say
-// remaining=0 does not: the quota is a budget, which the Transport books
-// through throttle.Upstream (nothing more before the reset), without
-// shifting requests already booked after it.
+// A 200 whose quota headers say remaining=0 pauses the key until the reset;
+// one with remaining=5 does nothing.
 //
 // # Cost
 //

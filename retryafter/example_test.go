@@ -117,9 +117,7 @@ func ExamplePolicy_Pause() {
 	var p retryafter.Policy
 	now := time.Now()
 
-	// A 200 that spent the last request of the window is a budget, not a
-	// pause: nothing more goes before the reset, but nothing booked after
-	// it moves.
+	// A 200 that spent the last request of the window pauses the key.
 	spent := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
 	spent.Header.Set("RateLimit", `"default";r=0;t=12`)
 	fmt.Println(p.Pause(spent, now))
@@ -129,6 +127,6 @@ func ExamplePolicy_Pause() {
 	tooMany.Header.Set("Retry-After", "7200")
 	fmt.Println(p.Pause(tooMany, now))
 	// Output:
-	// 0s false
+	// 12s true
 	// 1m0s true
 }

@@ -159,28 +159,31 @@ func (p Policy) Next(req *http.Request, resp *http.Response, attempt int, now ti
 }
 
 // Pause reports how long to pause every request that shares resp's budget,
-// and whether to pause at all. It pauses only on a throttling response
-// ([Throttled]) for which the server gave a delay ([Parse]): a Retry-After,
-// an IETF t, or the reset of a quota stated to be at 0.
+// and whether to pause at all. It pauses when:
+//
+//   - resp is Throttled and the server gave a delay ([Parse]); or
+//   - resp's quota headers say a quota's remaining is 0 and when it resets,
+//     whatever the status, as on a 200 that spent the last unit.
 //
 // The pause is that delay, capped at MaxPause, with no jitter: the limiter
 // spaces the requests that follow. A throttling response with no delay, a
-// delay of 0, and any response that is not throttling do not pause. In
-// particular a 200 whose quota headers say remaining=0 does not: that is a
-// budget ("nothing more before the reset"), not a request to shift every
-// booking later, and a limiter that records what the upstream states
-// (throttle.Upstream, fed by the egress Transport) holds new requests back
-// until the reset without moving those already booked. Backoff without a
+// delay of 0, and a 200 with remaining=5 do not pause. Backoff without a
 // server delay stays local to the request, in [Policy.Next].
 func (p Policy) Pause(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if resp == nil || !Throttled(resp) {
+	if resp == nil {
 		return 0, false
 	}
 	f := scan(resp.Header)
 	if !f.has(presentRetryAfter | presentQuota) {
 		return 0, false
 	}
-	d, ok := f.parse(now)
+	var d time.Duration
+	var ok bool
+	if Throttled(resp) {
+		d, ok = f.parse(now)
+	} else {
+		d, ok = f.exhaustedWait(now)
+	}
 	if !ok || d <= 0 {
 		return 0, false
 	}

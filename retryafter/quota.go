@@ -155,6 +155,20 @@ func resetWait(rs []reading, f family, lenient bool) (time.Duration, bool) {
 	return d, d > 0
 }
 
+// exhaustedWait is Parse's families 2 and 3, counting only quotas whose
+// remaining is stated to be 0.
+func (f fields) exhaustedWait(now time.Time) (time.Duration, bool) {
+	if !f.has(presentQuota) {
+		return 0, false
+	}
+	var buf [quotasOnStack]reading
+	rs := f.appendQuotas(buf[:0], now)
+	if d, ok := resetWait(rs, familyIETF, false); ok {
+		return d, true
+	}
+	return resetWait(rs, familyProvider, false)
+}
+
 // exhausted reports whether any quota in f has nothing remaining.
 func (f fields) exhausted() bool {
 	if !f.has(presentQuota) {
