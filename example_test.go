@@ -205,8 +205,14 @@ func ExampleObserver() {
 		fmt.Println(err)
 		return
 	}
+	record, err := throttle.NewUpstream() // what the upstream states, per key
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	client := egress.NewClient(
 		egress.WithLimiter(limit),
+		egress.WithUpstream(record),
 		egress.WithKey(func(*http.Request) string { return "example" }),
 		egress.WithObserver(&egress.Observer{
 			Paused: func(i egress.PauseInfo) {

@@ -97,12 +97,19 @@ func TestTransportTeachesTheLimiter(t *testing.T) {
 	})
 }
 
-func retryOnly(*testing.T) []egress.Option {
-	return []egress.Option{egress.WithRetry(retryafter.Policy{})}
+func retryOnly(t *testing.T) []egress.Option {
+	return []egress.Option{egress.WithRetry(retryafter.Policy{}), egress.WithUpstream(mustUpstream(t))}
 }
 
 func oneASecond(t *testing.T) []egress.Option {
-	return []egress.Option{egress.WithLimiter(mustTokenBucket(t, throttle.PerSecond(1), 1))}
+	return []egress.Option{egress.WithLimiter(mustTokenBucket(t, throttle.PerSecond(1), 1)), egress.WithUpstream(mustUpstream(t))}
+}
+
+func mustUpstream(t *testing.T) *throttle.Upstream {
+	t.Helper()
+	u, err := throttle.NewUpstream()
+	require.NoError(t, err)
+	return u
 }
 
 func mustTokenBucket(t *testing.T, r throttle.Rate, burst int) *throttle.TokenBucket {

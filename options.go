@@ -30,20 +30,15 @@ func (f optionFunc) apply(t *Transport) { f(t) }
 // WithLimiter paces requests on l: each request takes its cost in units of
 // its key's budget before it is sent, waiting for its slot if need be.
 //
-// Beside l, the Transport books what the upstream states: the quotas in
-// every response's headers become one more part of the key's budget
-// ([throttle.Upstream]), booked at one common slot with l
-// ([throttle.All]), so that the stricter of the two wins and a looser
-// statement never loosens l. When l learns from responses
-// ([throttle.Learner], as [throttle.Adaptive] does), the Transport
-// reports each attempt's outcome to it.
+// When l learns from responses ([throttle.Learner], as
+// [throttle.Adaptive] does), the Transport reports each attempt's outcome
+// to it. With [WithUpstream], what the upstream states is booked beside l.
 //
-// When l also implements [throttle.Pauser], a throttling response with a
-// delay (a 429 with Retry-After) pauses the key for every caller of l,
-// for at most the retry policy's MaxPause, even without [WithRetry]. A
-// 200 whose quota is at 0 does not pause: the record holds new requests
-// back until the reset without moving those already booked. WithLimiter
-// panics if l is nil.
+// When l also implements [throttle.Pauser], a response in which the
+// upstream asks to slow down (a 429 with Retry-After, or, without
+// WithUpstream, quota headers at 0) pauses the key for every caller of l,
+// for at most the retry policy's MaxPause, even without [WithRetry].
+// WithLimiter panics if l is nil.
 func WithLimiter(l throttle.Limiter) Option {
 	if l == nil {
 		panic("egress: WithLimiter given a nil throttle.Limiter")
@@ -52,6 +47,27 @@ func WithLimiter(l throttle.Limiter) Option {
 		t.limiter = l
 		t.pauser, _ = l.(throttle.Pauser)
 	})
+}
+
+// WithUpstream makes the Transport follow what the upstream states: the
+// quotas in every response's headers (any dialect [retryafter.ParseQuota]
+// reads) are recorded in u, per key, and u becomes one more part of every
+// key's budget, booked at one common slot with the [WithLimiter] limiter
+// ([throttle.All]), so that the stricter of the two wins and a looser
+// statement never loosens the limiter. With WithUpstream and [WithRetry]
+// alone, no limiter, the headers shape the pace by themselves.
+//
+// A statement is a budget, not a pause: "nothing more before the reset"
+// holds new requests back until it, without moving those already booked,
+// so a 200 whose quota is at 0 pauses nothing. A 429 with Retry-After
+// still pauses the key. Statements that would hold a key longer than the
+// retry policy's MaxPause are clamped to it. WithUpstream panics if u is
+// nil.
+func WithUpstream(u *throttle.Upstream) Option {
+	if u == nil {
+		panic("egress: WithUpstream given a nil *throttle.Upstream")
+	}
+	return optionFunc(func(t *Transport) { t.upstream = u })
 }
 
 // WithQueue bounds the requests in flight with q: each request holds one of
@@ -76,10 +92,6 @@ func WithQueue(q queue.Interface) Option {
 // backoff. Only requests whose body can be replayed are retried. The zero
 // Policy means the documented defaults ([retryafter.DefaultMaxAttempts]
 // and the rest).
-//
-// With WithRetry alone, no limiter, the upstream's quota headers already
-// shape the pace: the Transport books what they state
-// ([throttle.Upstream]), and a 429 with Retry-After pauses the key.
 //
 // p.MaxPause also caps the pauses of [WithLimiter], and how long a quota
 // statement may hold a key back. WithRetry panics if p is invalid

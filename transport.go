@@ -73,30 +73,23 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	return t
 }
 
-// follow books what the upstream states beside the configured limiter:
-// the record of its statements, t.upstream, becomes one more part of
-// every key's budget, booked at one common slot with the limiter, and
-// learns from every response, as does the limiter when it learns too.
-// A Transport with neither a limiter nor a retry policy follows nothing.
+// follow wires the limiters that learn from responses: the record of
+// what the upstream states, when [WithUpstream] gave one, becomes one
+// more part of every key's budget, booked at one common slot with the
+// configured limiter; and a configured limiter that learns
+// ([throttle.Learner]) hears every attempt's outcome.
 func (t *Transport) follow() {
-	if t.limiter == nil && !t.retry {
-		return
+	configured := t.limiter
+	if l, ok := configured.(throttle.Learner); ok {
+		t.learners = append(t.learners, l)
 	}
 	if t.upstream == nil {
-		u, err := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
-		if err != nil {
-			panic(fmt.Sprintf("egress: %v", err)) // unreachable: the options are valid
-		}
-		t.upstream = u
+		return
 	}
-	configured := t.limiter
-	t.learners = []throttle.Learner{t.upstream}
+	t.learners = append(t.learners, t.upstream)
 	if configured == nil {
 		t.limiter = t.upstream
 	} else {
-		if l, ok := configured.(throttle.Learner); ok {
-			t.learners = append(t.learners, l)
-		}
 		t.limiter = throttle.All(guarded(configured), t.upstream)
 	}
 	t.pauser, _ = t.limiter.(throttle.Pauser)
@@ -133,13 +126,12 @@ func NewClient(opts ...Option) *http.Client {
 //     learned meanwhile; if the context ends, the reservation is
 //     cancelled and the context's error returned;
 //  5. sends the request through the base RoundTripper;
-//  6. records the quotas the response states (any dialect
-//     [retryafter.ParseQuota] reads) as one more part of the key's budget
-//     ([throttle.Upstream]): at most what is left before the reset, then
-//     the stated limit per window; reports the attempt's outcome to the
-//     limiter when it learns ([throttle.Learner]); and when the response
-//     is throttling with a delay (a 429 with Retry-After), pauses the key
-//     for every caller of the limiter, for at most the policy's MaxPause;
+//  6. reports the attempt's outcome to the limiters that learn
+//     ([throttle.Learner]): with [WithUpstream], the quotas the response
+//     states become one more part of the key's budget; and when the
+//     upstream asks to slow down (a throttling response with a delay, or,
+//     without WithUpstream, quota headers at 0), pauses the key for every
+//     caller of the limiter, for at most the policy's MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
 //     replayed, sets the response aside (reading at most 64 KiB of its
 //     body into memory, so that its connection is freed) and tries again
@@ -429,6 +421,9 @@ func unitOf(name string) string {
 func (c *call) pause(resp *http.Response, now time.Time) {
 	if c.t.pauser == nil {
 		return
+	}
+	if c.t.upstream != nil && !retryafter.Throttled(resp) {
+		return // the record holds a spent quota back without moving the schedule
 	}
 	d, ok := c.t.policy.Pause(resp, now)
 	if !ok {

@@ -129,7 +129,7 @@ func simulate(c simConfig) simResult {
 			cl.r = r
 			push(now+r.Delay, e.caller, simWake)
 		case simWake:
-			if d := cl.r.until(); d > 0 {
+			if d := cl.r.booking.Until(); d > 0 {
 				push(now+d, e.caller, simWake) // moved by a cut or a pause
 				continue
 			}

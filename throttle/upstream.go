@@ -123,7 +123,8 @@ type Learner interface {
 // back until T.
 //
 // Use it beside the limiter configured for the key, booked at one common
-// slot: All(configured, upstream). A Transport does so itself, and feeds
+// slot: All(configured, upstream). A Transport built with
+// egress.WithUpstream does so itself, and feeds
 // it each response through [Upstream.Learn]. On a key nothing was stated
 // for, it admits everything at once.
 //
