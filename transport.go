@@ -236,7 +236,10 @@ func (c *call) run() (*http.Response, error) {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
-		sent := time.Now()
+		var sent time.Time
+		if len(c.t.learners) > 0 {
+			sent = time.Now() // for the latency a learner hears of
+		}
 		resp, err := c.send()
 		if err != nil {
 			c.learn(nil, sent, sent)
