@@ -127,6 +127,12 @@ func (h *harness) run(micro bool, command string) error {
 			return fmt.Errorf("accuracy plot: %w", err)
 		}
 	}
+	if h.runs("llm") {
+		fmt.Println("== LLM batch: requests, input and output tokens per minute (issue 14)")
+		if err := h.runLLM(ctx); err != nil {
+			return fmt.Errorf("llm: %w", err)
+		}
+	}
 	if micro {
 		fmt.Println("== micro-benchmarks: go test -bench (a few minutes)")
 		m, err := runMicro(h.out)
