@@ -36,7 +36,9 @@
 // anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}:
 // remaining is what the bucket holds after this request's booking, and
 // reset is when it will be full again, in RFC 3339 with fractional
-// seconds (the compressed periods make whole seconds too coarse). A 429
+// seconds (the compressed periods make whole seconds too coarse). For the
+// same reason the API sends no Date header, so that clients measure the
+// resets from their own clock, which on loopback is the API's. A 429
 // also carries retry-after, in whole seconds rounded up, as Anthropic
 // sends it: with a period compressed from a minute to a second, one
 // second of retry-after stands for a minute.

@@ -144,6 +144,9 @@ func New(cfg Config) (*API, error) {
 
 // ServeHTTP implements [http.Handler].
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// No Date: clients measure absolute resets from it, and its whole
+	// seconds are too coarse for a minute compressed to seconds.
+	w.Header()["Date"] = nil
 	if r.URL.Path != Path {
 		writeError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("no such path %q; POST to %s", r.URL.Path, Path))
 		return

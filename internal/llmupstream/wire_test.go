@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress/internal/llmupstream"
+	"github.com/egress-go/egress/retryafter"
 )
 
 var testLimits = llmupstream.Limits{Requests: 10, InputTokens: 5000, OutputTokens: 4000, Period: 10 * time.Second}
@@ -247,5 +250,52 @@ func TestStatsWindows(t *testing.T) {
 		assert.Equal(t, 3*out, st.OutputTokens)
 		assert.Equal(t, 1, st.TooMany)
 		assert.Equal(t, 10*time.Second, st.Period)
+	})
+}
+
+func TestNoDateHeader(t *testing.T) {
+	srv := httptest.NewServer(newAPI(t))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+llmupstream.Path, "application/json", strings.NewReader(`{"max_tokens": 1}`))
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Empty(t, resp.Header.Values("Date"), "no Date: its whole seconds are too coarse")
+}
+
+// TestHeadersReadByRetryafter checks that egress's own header reader
+// understands the API: the three quotas, and the 429's delay.
+func TestHeadersReadByRetryafter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI(t)
+		rec := post(t, api, llmupstream.Request{PromptTokens: 4000, MaxTokens: 1, Seed: 1})
+		require.Equal(t, http.StatusOK, rec.Code)
+		qs := retryafter.ParseQuota(rec.Header(), time.Now())
+		require.Len(t, qs, 3)
+		tests := []struct {
+			wantName      string
+			wantLimit     int
+			wantRemaining int
+			wantReset     time.Duration
+		}{
+			{"requests", 10, 9, time.Second},
+			{"input-tokens", 5000, 1000, 8 * time.Second},
+			{"output-tokens", 4000, 3999, 3 * time.Millisecond}, // 2.5 ms, rounded up
+		}
+		for i, tt := range tests {
+			assert.Equal(t, tt.wantName, qs[i].Name)
+			assert.Equal(t, tt.wantLimit, qs[i].Limit, tt.wantName)
+			assert.Equal(t, tt.wantRemaining, qs[i].Remaining, tt.wantName)
+			assert.Equal(t, tt.wantReset, qs[i].Reset, tt.wantName)
+		}
+		_, waits := retryafter.Parse(rec.Header(), time.Now())
+		assert.False(t, waits, "a 200 with quota left asks for no wait")
+
+		rec = post(t, api, llmupstream.Request{PromptTokens: 4000, MaxTokens: 1, Seed: 2}) // 1000 input tokens left: 3000 short at 500/s
+		require.Equal(t, http.StatusTooManyRequests, rec.Code)
+		d, waits := retryafter.Parse(rec.Header(), time.Now())
+		assert.True(t, waits)
+		assert.Equal(t, 6*time.Second, d)
 	})
 }
