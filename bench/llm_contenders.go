@@ -57,6 +57,11 @@ func llmContenders() []llmContender {
 				"a dispatcher that polls every 1 ms, and after a 429 no call starts for 15 s (scaled with the minute: 250 ms here), then the call is retried (at most 5 attempts). " +
 				"Limits set to 75% of the published ones, the lighter of the cookbook's advised 50–75% headroom.",
 		},
+		{
+			name: "hand-rolled settle (reference)", build: llmSettleReference,
+			how: "not a library: the cookbook's tracker at 100% of the published limits, less `DefaultTolerance` (10 ms) of each rate, that settles, giving the output capacity back what max_tokens overestimated when each reply ends, as the API's own bucket does. " +
+				"It shows what settling alone allows against this API, in one process.",
+		},
 	}
 }
 
@@ -73,7 +78,9 @@ func llmHTTP(rt func(http.RoundTripper) http.RoundTripper) *http.Client {
 
 // llmPost sends one attempt of p and reads the reply to its end. It
 // returns the status, and the Retry-After of a 429 (1 s when missing).
-func llmPost(ctx context.Context, hc *http.Client, url string, p llmPrompt, maxTokens int) (int, time.Duration, error) {
+// settle, when not nil, is given a successful reply's usage once its
+// body has been read to the end.
+func llmPost(ctx context.Context, hc *http.Client, url string, p llmPrompt, maxTokens int, settle func(*http.Response, llmupstream.Usage)) (int, time.Duration, error) {
 	body, err := json.Marshal(llmupstream.Request{PromptTokens: p.tokens, MaxTokens: maxTokens, Seed: p.seed, Stream: p.stream})
 	if err != nil {
 		return 0, 0, err
@@ -90,7 +97,10 @@ func llmPost(ctx context.Context, hc *http.Client, url string, p llmPrompt, maxT
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		_, err := llmupstream.ReadUsage(resp.Body, p.stream)
+		u, err := llmupstream.ReadUsage(resp.Body, p.stream)
+		if err == nil && settle != nil {
+			settle(resp, u)
+		}
 		return resp.StatusCode, 0, err
 	case http.StatusTooManyRequests:
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -163,7 +173,7 @@ type llmEgressClient struct {
 
 func (c *llmEgressClient) do(ctx context.Context, url string, p llmPrompt) error {
 	ctx = context.WithValue(ctx, llmEstimateKey{}, llmEstimate{requests: 1, input: p.tokens, output: c.maxTokens})
-	status, _, err := llmPost(ctx, c.hc, url, p, c.maxTokens)
+	status, _, err := llmPost(ctx, c.hc, url, p, c.maxTokens, nil)
 	if err == nil && status != http.StatusOK {
 		err = fmt.Errorf("status %d after egress's retries", status)
 	}
@@ -201,7 +211,7 @@ func (c *llmXRateClient) do(ctx context.Context, url string, p llmPrompt) error 
 		if err := c.output.WaitN(ctx, c.maxTokens); err != nil {
 			return err
 		}
-		status, wait, err := llmPost(ctx, c.hc, url, p, c.maxTokens)
+		status, wait, err := llmPost(ctx, c.hc, url, p, c.maxTokens, nil)
 		if err != nil || status == http.StatusOK {
 			return err
 		}
@@ -221,18 +231,49 @@ func (c *llmXRateClient) close() { c.hc.CloseIdleConnections() }
 const cookbookHeadroom = 0.75
 
 func llmCookbook(sc llmScenario) (llmClient, error) {
+	return newTracker(sc, cookbookHeadroom, false), nil
+}
+
+// llmSettleReference is the cookbook's tracker at the full published
+// limits that settles: when a reply ends, the output capacity gets back
+// what max_tokens overestimated, as the API's own bucket does. It is not
+// a library; it shows what settling alone allows against this API.
+//
+// It keeps DefaultTolerance's worth of each rate out of the capacities,
+// as egress's WithTolerance does: a mirror of a full bucket refills while
+// its first calls are on the way, and the API's, still full, does not, so
+// without it the mirror runs ahead of the API by that much and gets 429s.
+func llmSettleReference(sc llmScenario) (llmClient, error) {
+	return newTracker(sc, 1, true), nil
+}
+
+func newTracker(sc llmScenario, headroom float64, settle bool) *llmCookbookClient {
 	scale := sc.limits.Period.Seconds() / 60
 	c := &llmCookbookClient{
 		hc: llmHTTP(nil), maxTokens: sc.maxTokens,
 		pause:   time.Duration(15 * scale * float64(time.Second)),
 		updated: time.Now(),
 	}
+	if settle {
+		c.settle = c.giveBack
+	}
 	for i, n := range []int{sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens} {
-		c.max[i] = cookbookHeadroom * float64(n)
+		c.max[i] = headroom * float64(n)
+		if settle {
+			c.max[i] -= throttle.DefaultTolerance.Seconds() * float64(n) / sc.limits.Period.Seconds()
+		}
 		c.available[i] = c.max[i]
 		c.perSecond[i] = c.max[i] / sc.limits.Period.Seconds()
 	}
-	return c, nil
+	return c
+}
+
+// giveBack returns to the output capacity what max_tokens overestimated.
+func (c *llmCookbookClient) giveBack(_ *http.Response, u llmupstream.Usage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.available[2] = min(c.available[2]+float64(c.maxTokens-u.OutputTokens), c.max[2])
+
 }
 
 // llmCookbookClient is the cookbook's status tracker and capacity
@@ -241,6 +282,7 @@ type llmCookbookClient struct {
 	hc        *http.Client
 	maxTokens int
 	pause     time.Duration
+	settle    func(*http.Response, llmupstream.Usage) // nil: never settles
 
 	mu          sync.Mutex
 	max         [3]float64 // requests, input, output
@@ -283,7 +325,7 @@ func (c *llmCookbookClient) do(ctx context.Context, url string, p llmPrompt) err
 				return err
 			}
 		}
-		status, _, err := llmPost(ctx, c.hc, url, p, c.maxTokens)
+		status, _, err := llmPost(ctx, c.hc, url, p, c.maxTokens, c.settle)
 		if err != nil || status == http.StatusOK {
 			return err
 		}
