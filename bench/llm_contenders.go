@@ -15,6 +15,7 @@ import (
 	"github.com/egress-go/egress/internal/llmupstream"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
+	"github.com/egress-go/egress/throttle/redislimit"
 	"golang.org/x/time/rate"
 )
 
@@ -26,10 +27,18 @@ type llmClient interface {
 }
 
 // llmContender is one row of the LLM batch. A nil build is a placeholder
-// row, skipped with why.
+// row, skipped with why. procs above 1 runs it in that many processes,
+// which share a redis-server.
 type llmContender struct {
 	name, how, why string
-	build          func(llmScenario) (llmClient, error)
+	procs          int
+	build          func(llmScenario, llmEnv) (llmClient, error)
+}
+
+// llmEnv is where a contender's client runs.
+type llmEnv struct {
+	redis string // the redis-server's address, for contenders with procs > 1
+	procs int    // how many processes share the API
 }
 
 // llmContenders lists the LLM batch's contenders in table order.
@@ -56,6 +65,16 @@ func llmContenders() []llmContender {
 			how: "the OpenAI cookbook's `api_request_parallel_processor.py`, adapted to separate input and output limits: capacities refilled continuously, each call debits its estimate (1 request, prompt tokens, max_tokens) and never settles, " +
 				"a dispatcher that polls every 1 ms, and after a 429 no call starts for 15 s (scaled with the minute: 250 ms here), then the call is retried (at most 5 attempts). " +
 				"Limits set to 75% of the published ones, the lighter of the cookbook's advised 50–75% headroom.",
+		},
+		{
+			name: "egress with settle (redislimit, 4 processes)", procs: 4,
+			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
+			why: "issue 14's per-part costs and Settle have not landed",
+		},
+		{
+			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
+			how: "as egress (estimate only), on three `redislimit.NewTokenBucket`s with `redislimit.WithTolerance(DefaultTolerance)`, shared by 4 processes that split the prompts; " +
+				"`throttle.All` reserves the three parts one by one, one round trip each, since `redislimit.All` books one cost for every part.",
 		},
 		{
 			name: "hand-rolled settle (reference)", build: llmSettleReference,
@@ -143,32 +162,77 @@ func (p llmPart) Pause(ctx context.Context, key string, d time.Duration) error {
 	return nil
 }
 
-func llmEgressEstimate(sc llmScenario) (llmClient, error) {
-	tol := throttle.WithTolerance(throttle.DefaultTolerance)
-	var parts []throttle.Limiter
-	for _, l := range []struct {
+// llmShares lists the three limits of sc with the share of an estimate
+// each is charged.
+func llmShares(sc llmScenario) []struct {
+	limit int
+	of    func(llmEstimate) int
+} {
+	return []struct {
 		limit int
 		of    func(llmEstimate) int
 	}{
 		{sc.limits.Requests, func(e llmEstimate) int { return e.requests }},
 		{sc.limits.InputTokens, func(e llmEstimate) int { return e.input }},
 		{sc.limits.OutputTokens, func(e llmEstimate) int { return e.output }},
-	} {
+	}
+}
+
+func llmEgressEstimate(sc llmScenario, _ llmEnv) (llmClient, error) {
+	tol := throttle.WithTolerance(throttle.DefaultTolerance)
+	var parts []throttle.Limiter
+	for _, l := range llmShares(sc) {
 		tb, err := throttle.NewTokenBucket(throttle.Rate{N: l.limit, Per: sc.limits.Period}, l.limit, tol)
 		if err != nil {
 			return nil, err
 		}
 		parts = append(parts, llmPart{l: tb, of: l.of})
 	}
+	return newLLMEgressClient(sc, throttle.All(parts...)), nil
+}
+
+func newLLMEgressClient(sc llmScenario, l throttle.Limiter) *llmEgressClient {
 	hc := llmHTTP(func(base http.RoundTripper) http.RoundTripper {
-		return egress.NewTransport(base, egress.WithLimiter(throttle.All(parts...)), egress.WithRetry(retryafter.Policy{}))
+		return egress.NewTransport(base, egress.WithLimiter(l), egress.WithRetry(retryafter.Policy{}))
 	})
-	return &llmEgressClient{hc: hc, maxTokens: sc.maxTokens}, nil
+	return &llmEgressClient{hc: hc, maxTokens: sc.maxTokens}
+}
+
+// llmEgressRedis is llmEgressEstimate with its buckets in Redis.
+func llmEgressRedis(sc llmScenario, env llmEnv) (llmClient, error) {
+	rt := &roundTrips{}
+	rdb := countingClient(env.redis, 4*sc.workers, rt)
+	closers := []func() error{rdb.Close}
+	var parts []throttle.Limiter
+	for _, l := range llmShares(sc) {
+		tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: l.limit, Per: sc.limits.Period}, l.limit,
+			redislimit.WithTolerance(throttle.DefaultTolerance))
+		if err != nil {
+			for _, f := range closers {
+				_ = f()
+			}
+			return nil, err
+		}
+		closers = append([]func() error{tb.Close}, closers...)
+		parts = append(parts, llmPart{l: tb, of: l.of})
+	}
+	c := newLLMEgressClient(sc, throttle.All(parts...))
+	c.rt, c.closers = rt, closers
+	return c, nil
 }
 
 type llmEgressClient struct {
 	hc        *http.Client
 	maxTokens int
+	rt        *roundTrips    // nil unless in Redis
+	closers   []func() error // run by close, in order
+}
+
+func (c *llmEgressClient) redisRoundTrips() int64 {
+	if c.rt == nil {
+		return 0
+	}
+	return c.rt.n.Load()
 }
 
 func (c *llmEgressClient) do(ctx context.Context, url string, p llmPrompt) error {
@@ -180,11 +244,16 @@ func (c *llmEgressClient) do(ctx context.Context, url string, p llmPrompt) error
 	return err
 }
 
-func (c *llmEgressClient) close() { c.hc.CloseIdleConnections() }
+func (c *llmEgressClient) close() {
+	c.hc.CloseIdleConnections()
+	for _, f := range c.closers {
+		_ = f()
+	}
+}
 
 // --- x/time/rate ---
 
-func llmXRate(sc llmScenario) (llmClient, error) {
+func llmXRate(sc llmScenario, _ llmEnv) (llmClient, error) {
 	lim := func(n int) *rate.Limiter {
 		return rate.NewLimiter(rate.Limit(float64(n)/sc.limits.Period.Seconds()), n)
 	}
@@ -230,7 +299,7 @@ func (c *llmXRateClient) close() { c.hc.CloseIdleConnections() }
 // client is set to.
 const cookbookHeadroom = 0.75
 
-func llmCookbook(sc llmScenario) (llmClient, error) {
+func llmCookbook(sc llmScenario, _ llmEnv) (llmClient, error) {
 	return newTracker(sc, cookbookHeadroom, false), nil
 }
 
@@ -243,7 +312,7 @@ func llmCookbook(sc llmScenario) (llmClient, error) {
 // as egress's WithTolerance does: a mirror of a full bucket refills while
 // its first calls are on the way, and the API's, still full, does not, so
 // without it the mirror runs ahead of the API by that much and gets 429s.
-func llmSettleReference(sc llmScenario) (llmClient, error) {
+func llmSettleReference(sc llmScenario, _ llmEnv) (llmClient, error) {
 	return newTracker(sc, 1, true), nil
 }
 

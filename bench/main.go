@@ -24,6 +24,9 @@ func main() {
 	if raw := os.Getenv(workerEnv); raw != "" {
 		os.Exit(runWorker(raw))
 	}
+	if raw := os.Getenv(llmWorkerEnv); raw != "" {
+		os.Exit(runLLMWorker(raw))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
