@@ -377,6 +377,9 @@ func writeLLM(dir string, smoke bool, sc llmScenario, rows []llmRow) error {
 	}
 	p("\n**%s limit used**: the %s the API counted over what it would have admitted in the same wall time to a client that started with the bucket full (a minute's worth, then the rate). ", bind.name, bind.name)
 	p("**vs least**: wall over the least wall time above. **Redis round trips**: commands and pipelines the clients sent to Redis (a go-redis hook), connection handshakes included, per prompt. The issue's goals for egress with settle: ≥ 95%% of the binding limit, ≤ 0.5%% 429s, ≤ 1.05× the least.\n\n")
+	p("Replies use %.1f%% of max_tokens on average, so a client that books max_tokens and never gives the rest back can use at most about that share of the output limit, however well it paces; ",
+		100*float64(sc.limitsUsed()[2].total)/float64(sc.prompts*sc.maxTokens))
+	p("the reference row shows what settling allows against this API.\n\n")
 	p("How each contender was configured:\n\n")
 	for _, c := range llmContenders() {
 		p("- **%s**: %s\n", c.name, c.how)
