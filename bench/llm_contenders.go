@@ -73,7 +73,7 @@ func llmContenders() []llmContender {
 		},
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
-			how: "as egress (estimate only), on three `redislimit.NewTokenBucket`s with `redislimit.WithTolerance(DefaultTolerance)`, shared by 4 processes that split the prompts; " +
+			how: "as egress (estimate only), on three `redislimit.NewTokenBucket`s with `redislimit.WithTolerance(DefaultTolerance)` and `WithTimeout(5 * time.Second)` (a loaded machine must not fail calls closed), shared by 4 processes that split the prompts; " +
 				"`throttle.All` reserves the three parts one by one, one round trip each, since `redislimit.All` books one cost for every part.",
 		},
 		{
@@ -205,8 +205,10 @@ func llmEgressRedis(sc llmScenario, env llmEnv) (llmClient, error) {
 	closers := []func() error{rdb.Close}
 	var parts []throttle.Limiter
 	for _, l := range llmShares(sc) {
+		// Redis gets 5 s before failing closed, so that a loaded machine
+		// does not turn slow replies into refused prompts.
 		tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: l.limit, Per: sc.limits.Period}, l.limit,
-			redislimit.WithTolerance(throttle.DefaultTolerance))
+			redislimit.WithTolerance(throttle.DefaultTolerance), redislimit.WithTimeout(5*time.Second))
 		if err != nil {
 			for _, f := range closers {
 				_ = f()
