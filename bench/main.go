@@ -25,6 +25,9 @@ func main() {
 	if raw := os.Getenv(workerEnv); raw != "" {
 		os.Exit(runWorker(raw))
 	}
+	if raw := os.Getenv(llmWorkerEnv); raw != "" {
+		os.Exit(runLLMWorker(raw))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -131,6 +134,12 @@ func (h *harness) run(micro bool, command string) error {
 		rep.accuracy = acc
 		if err := plotLateness(h.out, acc); err != nil {
 			return fmt.Errorf("accuracy plot: %w", err)
+		}
+	}
+	if h.runs("llm") {
+		fmt.Println("== LLM batch: requests, input and output tokens per minute (issue 14)")
+		if err := h.runLLM(ctx); err != nil {
+			return fmt.Errorf("llm: %w", err)
 		}
 	}
 	if micro {

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/egress-go/egress/internal/llmupstream"
+)
+
+// llmScenario is the "LLM batch" part (issue 14): a batch of prompts
+// against an API that limits requests, input tokens and output tokens per
+// minute as Anthropic does (internal/llmupstream). Its minute is
+// compressed to a second.
+type llmScenario struct {
+	limits    llmupstream.Limits
+	prompts   int
+	maxTokens int
+	workers   int
+	// The API's generation time: FirstToken, then PerToken per output
+	// token.
+	firstToken, perToken time.Duration
+}
+
+// llmBatch returns the scenario, small with smoke.
+func llmBatch(smoke bool) llmScenario {
+	sc := llmScenario{
+		limits:     llmupstream.Limits{Requests: 200, InputTokens: 150_000, OutputTokens: 30_000, Period: time.Second},
+		prompts:    600,
+		maxTokens:  1000,
+		workers:    16,
+		firstToken: 5 * time.Millisecond, perToken: 50 * time.Microsecond,
+	}
+	if smoke {
+		sc.prompts = 100
+	}
+	return sc
+}
+
+// llmPrompt is one prompt of the job.
+type llmPrompt struct {
+	tokens int
+	seed   uint64
+	stream bool
+}
+
+// work returns the job, the same for every contender: prompts of 500 to
+// 1 500 tokens, every other one streamed. Each asks for maxTokens and
+// gets 10–50% of it (llmupstream.Output of its seed).
+func (sc llmScenario) work() []llmPrompt {
+	rng := rand.New(rand.NewPCG(14, 14))
+	ps := make([]llmPrompt, sc.prompts)
+	for i := range ps {
+		ps[i] = llmPrompt{tokens: 500 + rng.IntN(1001), seed: uint64(i + 1), stream: i%2 == 1}
+	}
+	return ps
+}
+
+// llmLimit is one of the API's limits and what the job truly uses of it.
+type llmLimit struct {
+	name  string
+	limit int
+	used  func(llmupstream.Stats) int
+	total int // what the whole job uses, from the actual usage
+}
+
+// limitsUsed lists the three limits with the job's actual usage of each.
+func (sc llmScenario) limitsUsed() []llmLimit {
+	var in, out int
+	for _, p := range sc.work() {
+		in += p.tokens
+		out += llmupstream.Output(sc.maxTokens, p.seed)
+	}
+	return []llmLimit{
+		{"requests", sc.limits.Requests, func(s llmupstream.Stats) int { return s.Requests }, sc.prompts},
+		{"input tokens", sc.limits.InputTokens, func(s llmupstream.Stats) int { return s.InputTokens }, in},
+		{"output tokens", sc.limits.OutputTokens, func(s llmupstream.Stats) int { return s.OutputTokens }, out},
+	}
+}
+
+// binding returns the limit that bounds the job's true usage, and the
+// least wall time that usage allows: starting with every bucket full,
+// what exceeds a limit's capacity flows at its rate, and the last call
+// takes its generation time (the mean).
+func (sc llmScenario) binding() (llmLimit, time.Duration) {
+	ls := sc.limitsUsed()
+	best, least := ls[0], time.Duration(-1)
+	for _, l := range ls {
+		d := time.Duration(float64(l.total-l.limit) / float64(l.limit) * float64(sc.limits.Period))
+		if d > least {
+			best, least = l, d
+		}
+	}
+	mean := time.Duration(float64(ls[2].total) / float64(sc.prompts) * float64(sc.perToken))
+	return best, max(least, 0) + sc.firstToken + mean
+}
+
+// llmRow is one contender's result.
+type llmRow struct {
+	contender  string
+	skipped    string
+	wall       time.Duration
+	ok, fail   int
+	stats      llmupstream.Stats
+	roundTrips int64 // Redis round trips the clients counted
+	err        string
+}
+
+// runLLM runs every contender through the LLM batch, prints a line each,
+// and writes LLM.md into the output directory.
+func (h *harness) runLLM(ctx context.Context) error {
+	sc := llmBatch(h.smoke)
+	var rows []llmRow
+	for _, c := range llmContenders() {
+		r, err := h.runLLMOnce(ctx, sc, c)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if r.skipped != "" {
+			h.note("LLM batch: %s skipped: %s", c.name, r.skipped)
+		} else {
+			fmt.Printf("   %-28s %s\n", c.name, llmLine(sc, r))
+		}
+		rows = append(rows, r)
+	}
+	h.note("LLM batch (issue 14): results in LLM.md beside this file")
+	return writeLLM(h.out, h.smoke, sc, rows)
+}
+
+// runLLMOnce runs one contender against a fresh API: in this process,
+// or, when it asks for several, in that many worker processes sharing the
+// API and the redis-server.
+func (h *harness) runLLMOnce(ctx context.Context, sc llmScenario, c llmContender) (llmRow, error) {
+	r := llmRow{contender: c.name}
+	switch {
+	case c.build == nil:
+		r.skipped = c.why
+		return r, nil
+	case c.procs > 1 && h.redis == nil:
+		r.skipped = "redis-server is not installed"
+		return r, nil
+	}
+	api, err := llmupstream.New(llmupstream.Config{Limits: sc.limits, FirstToken: sc.firstToken, PerToken: sc.perToken})
+	if err != nil {
+		return r, err
+	}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	url := srv.URL + llmupstream.Path
+	if c.procs > 1 {
+		err = h.runLLMProcs(sc, c, url, &r)
+	} else {
+		err = runLLMHere(ctx, sc, c, url, &r)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.stats = api.Stats()
+	switch {
+	case r.ok+r.fail != sc.prompts:
+		return r, fmt.Errorf("finished %d prompts, want %d (first error: %s)", r.ok+r.fail, sc.prompts, r.err)
+	case r.stats.Requests == 0:
+		return r, fmt.Errorf("the API admitted nothing (first error: %s)", r.err)
+	}
+	return r, nil
+}
+
+// runLLMHere runs every prompt from this process.
+func runLLMHere(ctx context.Context, sc llmScenario, c llmContender, url string, r *llmRow) error {
+	cl, err := c.build(sc, llmEnv{procs: 1})
+	if err != nil {
+		return err
+	}
+	defer cl.close()
+	start := time.Now()
+	out := runPrompts(ctx, cl, url, sc.work(), sc.workers)
+	r.wall = time.Since(start)
+	r.ok, r.fail, r.err = out.OK, out.Failed, out.Err
+	return nil
+}
+
+// llmOutcome is what a run of prompts reports.
+type llmOutcome struct {
+	OK         int    `json:"ok"`
+	Failed     int    `json:"failed"`
+	Err        string `json:"err,omitempty"`
+	End        int64  `json:"end"` // Unix ns when the last prompt finished
+	RoundTrips int64  `json:"round_trips"`
+}
+
+// runPrompts runs ps from workers goroutines on cl.
+func runPrompts(ctx context.Context, cl llmClient, url string, ps []llmPrompt, workers int) llmOutcome {
+	var (
+		next, ok, fail atomic.Int64
+		firstErr       atomic.Value
+		wg             sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(ps)); i = next.Add(1) - 1 {
+				if err := cl.do(ctx, url, ps[i]); err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+					fail.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	out := llmOutcome{OK: int(ok.Load()), Failed: int(fail.Load()), End: time.Now().UnixNano()}
+	if e, isStr := firstErr.Load().(string); isStr {
+		out.Err = e
+	}
+	if rc, isRedis := cl.(interface{ redisRoundTrips() int64 }); isRedis {
+		out.RoundTrips = rc.redisRoundTrips()
+	}
+	return out
+}
+
+// llmWorkerEnv carries an LLM worker's job, as JSON, to a copy of the
+// bench binary started as a separate process.
+const llmWorkerEnv = "EGRESS_BENCH_LLM_WORKER"
+
+// llmJob is one worker process's share of the LLM batch.
+type llmJob struct {
+	Contender string `json:"contender"`
+	URL       string `json:"url"`
+	Redis     string `json:"redis"`
+	Smoke     bool   `json:"smoke"`
+	From      int    `json:"from"` // it runs sc.work()[From:To]
+	To        int    `json:"to"`
+	Procs     int    `json:"procs"`
+	StartAt   int64  `json:"start_at"` // Unix ns; every worker starts then
+}
+
+// runLLMProcs splits the prompts between c.procs worker processes that
+// start together.
+func (h *harness) runLLMProcs(sc llmScenario, c llmContender, url string, r *llmRow) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	start := time.Now().Add(700 * time.Millisecond)
+	outs := make([]llmOutcome, c.procs)
+	errs := make([]error, c.procs)
+	var wg sync.WaitGroup
+	for i := range c.procs {
+		job := llmJob{
+			Contender: c.name, URL: url, Redis: h.redis.Addr, Smoke: h.smoke, Procs: c.procs, StartAt: start.UnixNano(),
+			From: i * sc.prompts / c.procs, To: (i + 1) * sc.prompts / c.procs,
+		}
+		raw, err := json.Marshal(job)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			cmd := exec.Command(self)
+			cmd.Env = append(os.Environ(), llmWorkerEnv+"="+string(raw))
+			cmd.Stderr = os.Stderr
+			var stdout strings.Builder
+			cmd.Stdout = &stdout
+			runErr := cmd.Run()
+			if err := json.Unmarshal([]byte(stdout.String()), &outs[i]); err != nil {
+				errs[i] = fmt.Errorf("LLM worker %d: %v (output %q, exit %v)", i, err, stdout.String(), runErr)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, o := range outs {
+		r.ok += o.OK
+		r.fail += o.Failed
+		r.roundTrips += o.RoundTrips
+		r.wall = max(r.wall, time.Unix(0, o.End).Sub(start))
+		if r.err == "" {
+			r.err = o.Err
+		}
+	}
+	return nil
+}
+
+// runLLMWorker is an LLM worker process's main.
+func runLLMWorker(raw string) int {
+	var job llmJob
+	if err := json.Unmarshal([]byte(raw), &job); err != nil {
+		fmt.Fprintln(os.Stderr, "bench LLM worker: bad job:", err)
+		return 2
+	}
+	out := func() llmOutcome {
+		sc := llmBatch(job.Smoke)
+		for _, c := range llmContenders() {
+			if c.name != job.Contender || c.build == nil {
+				continue
+			}
+			cl, err := c.build(sc, llmEnv{redis: job.Redis, procs: job.Procs})
+			if err != nil {
+				return llmOutcome{Err: err.Error()}
+			}
+			defer cl.close()
+			time.Sleep(time.Until(time.Unix(0, job.StartAt)))
+			return runPrompts(context.Background(), cl, job.URL, sc.work()[job.From:job.To], max(sc.workers/job.Procs, 1))
+		}
+		return llmOutcome{Err: "unknown contender " + job.Contender}
+	}()
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
+		return 2
+	}
+	return 0
+}
+
+// share is the share of the binding limit r used: what the API counted
+// of it over what it would have admitted in r's wall time to a client
+// that started with the bucket full.
+func (sc llmScenario) share(r llmRow) float64 {
+	b, _ := sc.binding()
+	capacity := float64(b.limit) * (1 + r.wall.Seconds()/sc.limits.Period.Seconds())
+	return float64(b.used(r.stats)) / capacity
+}
+
+func llmLine(sc llmScenario, r llmRow) string {
+	_, least := sc.binding()
+	s := fmt.Sprintf("wall %7.3fs (%.2f× the least %.3fs)  429s/request %.4f  binding limit used %5.1f%%  ok %d  failed %d",
+		r.wall.Seconds(), r.wall.Seconds()/least.Seconds(), least.Seconds(), float64(r.stats.TooMany)/float64(sc.prompts), 100*sc.share(r), r.ok, r.fail)
+	if r.roundTrips > 0 {
+		s += fmt.Sprintf("  Redis round trips/request %.2f", float64(r.roundTrips)/float64(sc.prompts))
+	}
+	if r.err != "" {
+		s += "  first error: " + r.err
+	}
+	return s
+}
+
+// writeLLM writes LLM.md.
+func writeLLM(dir string, smoke bool, sc llmScenario, rows []llmRow) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	bind, least := sc.binding()
+	p("# LLM batch (issue 14)\n\n")
+	if smoke {
+		p("**Smoke run**: scaled down to seconds. These numbers only show that the harness works.\n\n")
+	}
+	p("Generated by `cd bench && %s` on %s, Go %s, %d cores, load average at the end %s.\n\n", strings.Join(append([]string{"go run ."}, os.Args[1:]...), " "),
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.NumCPU(), loadAverage())
+	p("%d prompts of 500–1 500 input tokens, each with max_tokens %d, every other one streamed, from %d goroutines in all (in one process, or split evenly between the processes of the Redis rows, which start together and share the API), ", sc.prompts, sc.maxTokens, sc.workers)
+	p("against `internal/llmupstream`: %d requests, %d input tokens and %d output tokens per minute, the minute compressed to %v. ",
+		sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens, sc.limits.Period)
+	p("Each limit is a token bucket that holds a minute's worth and refills continuously; a call is admitted only if all three hold what it asks for, max_tokens for the output, ")
+	p("and the output bucket gets back what max_tokens overestimated when the reply ends, as Anthropic documents. Replies take %v plus %v per output token; ", sc.firstToken, sc.perToken)
+	p("outputs are 10–50%% of max_tokens (30%% on average), the same for every contender. Each contender gets a fresh API.\n\n")
+	p("The true usage binds on **%s**: it allows a least wall time of %.3f s (every bucket full at the start, the excess at the limit's rate, plus one reply's mean generation time).\n\n", bind.name, least.Seconds())
+	p("| contender | wall | vs least | 429s per request | %s limit used | Redis round trips per request | ok / failed |\n|---|---:|---:|---:|---:|---:|---:|\n", bind.name)
+	for _, r := range rows {
+		if r.skipped != "" {
+			p("| %s | skipped: %s | | | | | |\n", r.contender, r.skipped)
+			continue
+		}
+		rt := "–"
+		if r.roundTrips > 0 {
+			rt = fmt.Sprintf("%.2f", float64(r.roundTrips)/float64(sc.prompts))
+		}
+		p("| %s | %.3f s | %.2f× | %.4f | %.1f%% | %s | %d / %d |\n", r.contender, r.wall.Seconds(), r.wall.Seconds()/least.Seconds(),
+			float64(r.stats.TooMany)/float64(sc.prompts), 100*sc.share(r), rt, r.ok, r.fail)
+	}
+	p("\n**%s limit used**: the %s the API counted over what it would have admitted in the same wall time to a client that started with the bucket full (a minute's worth, then the rate). ", bind.name, bind.name)
+	p("**vs least**: wall over the least wall time above. **Redis round trips**: commands and pipelines the clients sent to Redis (a go-redis hook), connection handshakes included, per prompt. The issue's goals for egress with settle: ≥ 95%% of the binding limit, ≤ 0.5%% 429s, ≤ 1.05× the least.\n\n")
+	p("Replies use %.1f%% of max_tokens on average, so a client that books max_tokens and never gives the rest back can use at most about that share of the output limit, however well it paces; ",
+		100*float64(sc.limitsUsed()[2].total)/float64(sc.prompts*sc.maxTokens))
+	p("the reference row shows what settling allows against this API.\n\n")
+	p("How each contender was configured:\n\n")
+	for _, c := range llmContenders() {
+		p("- **%s**: %s\n", c.name, c.how)
+	}
+	p("\n")
+	return os.WriteFile(filepath.Join(dir, "LLM.md"), []byte(b.String()), 0o644)
+}
+
+// errRetries is a prompt that got 429s on every attempt a client makes.
+var errRetries = errors.New("bench: retries exhausted")
