@@ -1,20 +1,28 @@
-//go:build adaptive
-
 package main
 
-import "github.com/egress-go/egress/throttle"
+import (
+	"net/http"
 
-// adaptiveContenders lists egress's adaptive limiter, set up as the
-// recipe "I do not know the limit" shows: throttle.NewAdaptive with a
-// ceiling of 1 000/s, and WithRetry with the default Policy. It builds
-// only with -tags adaptive until throttle.NewAdaptive (branch
-// wt-upstream) has landed; then the tag goes.
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// adaptiveContenders lists egress set up as the README's recipe "I do
+// not know the limit" shows: throttle.NewAdaptive with a ceiling of
+// 1 000/s, the record of what the upstream states (WithUpstream), and
+// WithRetry with the default Policy.
 func adaptiveContenders() map[string]builder {
 	return map[string]builder{"egress (adaptive)": func(spec) (client, error) {
 		l, err := throttle.NewAdaptive(throttle.PerSecond(1000))
 		if err != nil {
 			return nil, err
 		}
-		return egressClient(l), nil
+		u, err := throttle.NewUpstream()
+		if err != nil {
+			return nil, err
+		}
+		t := egress.NewTransport(base(), egress.WithLimiter(l), egress.WithUpstream(u), egress.WithRetry(retryafter.Policy{}))
+		return httpDoer{httpClient{hc: &http.Client{Transport: t}}}, nil
 	}}
 }

@@ -326,7 +326,7 @@ func followConfiguration(sc scenario, name string) string {
 	case "failsafe-go":
 		return fmt.Sprintf("`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` around `ratelimiter.NewSmoothBuilder(%d, time.Second).WithMaxWaitTime(time.Minute)`.", l.Rate)
 	case "egress (adaptive)":
-		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
+		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithUpstream(throttle.NewUpstream()), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
 	case "failsafe-go (retry only)":
 		return "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build())`: no limiter (the limit is unknown); its retry policy retries 429 and 5xx with its default delay."
 	}

@@ -158,7 +158,7 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
 func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, error) {
 	r := row{contender: name}
 	if _, ok := contenders()[name]; !ok {
-		r.skipped = "not built into this bench (its egress API has not landed; egress (adaptive) builds with -tags adaptive)"
+		r.skipped = "not built into this bench"
 		return r, nil
 	}
 	if sc.redis {
