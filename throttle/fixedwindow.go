@@ -58,7 +58,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(limit, window, 0); err != nil {
+	if err := checkWindow(limit, window, c.tolerance); err != nil {
 		return nil, err
 	}
 	if c.tolerance >= window {
@@ -77,22 +77,22 @@ func (w *FixedWindow) Limit() int { return w.limit }
 func (w *FixedWindow) Window() time.Duration { return w.window }
 
 // checkWindow validates the arguments shared by the windowed limiters,
-// whose window is lengthened by tol.
+// whose window is lengthened by tol. No algorithm multiplies limit by the
+// window (the counter's weighting works in 128 bits, see mulDiv), so only
+// the window itself, tolerance included, is bounded: a daily limit of a
+// billion units is fine.
 func checkWindow(limit int, window, tol time.Duration) error {
 	switch {
 	case limit < 1:
 		return fmt.Errorf("throttle: limit must be at least 1, got %d", limit)
 	case window <= 0:
 		return fmt.Errorf("throttle: window must be positive, got %v", window)
-	}
-	if _, err := span("limit", limit, window); err != nil {
-		return err
-	}
-	if tol > maxSpan-window {
+	case int64(window) > maxSpan:
+		return fmt.Errorf("throttle: window %v is too long, at most %v", window, time.Duration(maxSpan))
+	case int64(tol) > maxSpan-int64(window):
 		return fmt.Errorf("throttle: window %v plus tolerance %v is too long", window, tol)
 	}
-	_, err := span("limit", limit, window+tol)
-	return err
+	return nil
 }
 
 // grid cuts the limiter's timeline into windows of w nanoseconds. phase
