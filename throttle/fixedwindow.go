@@ -315,6 +315,32 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
 }
 
+// settle adjusts the count of the booking's window while it is the
+// cursor's, giving back no more than it holds; a give-back to an earlier
+// window is moot (no booking can go there again). An excess on a unit in
+// the last tol of the window before the cursor's counts in the cursor's
+// too, and an excess in a window after the cursor's (a state that had
+// forgotten it) counts there like a booking.
+func (f *fixedWindow) settle(s *fixedState, now int64, c claim, delta int64, latest, stale bool) {
+	if i := s.find(c.seq); i >= 0 && !stale && c.n > 0 {
+		s.ahead[i].n = max(s.ahead[i].n+delta, 0) // a later pause lays out what is really sent
+	}
+	switch j := f.g.index(c.slot); {
+	case j > s.idx && delta > 0:
+		f.count1(s, c.slot, delta)
+	case j == s.idx && delta > 0:
+		f.count1(s, c.slot, delta)
+	case j == s.idx && !stale:
+		back := min(-delta, s.cnt)
+		s.cnt -= back
+		if f.inTail(c.slot) {
+			s.spill -= min(back, s.spill)
+		}
+	case j == s.idx-1 && delta > 0 && f.inTail(c.slot):
+		s.cnt += delta
+	}
+}
+
 func (f *fixedWindow) pushed(s *fixedState, now int64) []aheadEntry {
 	f.dropDue(s, now)
 	return s.ahead

@@ -13,7 +13,27 @@ type gcra struct {
 type gcraState struct {
 	tat   int64
 	floor int64 // set by raise: give never takes tat below it
+	adj   int64 // the net change settles made to tat; undo is kept net of it
+
+	// slack says how much of a booking a settle may give back (see
+	// settle): slack[:nslack], oldest first, each entry the least slack
+	// of the bookings from its seq on, a lower bound for entries merged.
+	slack  [maxSlack]slackEntry
+	nslack int
 }
+
+// slackEntry is a booking's slack: how far tat lay past its slot when it
+// was made (tat before it minus its slot, at least 0), less what settles
+// of earlier bookings have given back since.
+type slackEntry struct {
+	seq   uint64
+	slack int64
+}
+
+// maxSlack bounds the slack entries a key keeps. Past it the two oldest
+// merge into one holding the later seq and the smaller slack, which only
+// gives back less: a key's state stays a fixed size, with no allocation.
+const maxSlack = 4
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
 	return max(now, from, s.tat+int64(n)*g.interval-g.burst*g.interval)
@@ -21,13 +41,41 @@ func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g *gcra) book(s *gcraState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
+func (g *gcra) book(s *gcraState, now, slot int64, n int, seq uint64, tally bool) (undo int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
+	s.pushSlack(seq, max(before-slot, 0))
 	if !tally {
-		return before, 0
+		return before - s.adj, 0
 	}
-	return before, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
+	return before - s.adj, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
+}
+
+// pushSlack records the slack of booking seq. Entries with as much slack
+// or more say nothing more than it does, for the bookings before them.
+func (s *gcraState) pushSlack(seq uint64, slack int64) {
+	for s.nslack > 0 && s.slack[s.nslack-1].slack >= slack {
+		s.nslack--
+	}
+	if s.nslack == maxSlack {
+		s.slack[1].slack = min(s.slack[0].slack, s.slack[1].slack)
+		copy(s.slack[:], s.slack[1:])
+		s.nslack--
+	}
+	s.slack[s.nslack] = slackEntry{seq: seq, slack: slack}
+	s.nslack++
+}
+
+// slackAfter returns the least slack of the bookings made after seq, or
+// -1 when there are none on record.
+func (s *gcraState) slackAfter(seq uint64) int64 {
+	least := int64(-1)
+	for _, e := range s.slack[:s.nslack] {
+		if e.seq > seq && (least < 0 || e.slack < least) {
+			least = e.slack
+		}
+	}
+	return least
 }
 
 func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
@@ -43,8 +91,46 @@ func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
 // pushed past tat, or when two earlier bookings are cancelled in turn.
 func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) {
 	if latest {
-		s.tat = max(min(s.tat, c.undo+moved), s.floor)
+		s.tat = max(min(s.tat, c.undo+s.adj+moved), s.floor)
 	}
+}
+
+// settle charges an excess by moving tat later by its cost, which is
+// never less than what the excess adds to the tat of the actual usage.
+//
+// A give-back of r units moves tat earlier by r intervals, which is
+// exact for the units: tat is the latest, over the bookings j, of
+// slot_j plus the cost of the units of j and after, and the give-back
+// lowers every term up to this booking by r intervals. The terms of the
+// bookings after it stay, so tat may only go as far back as the least
+// slack among them (how far tat lay past their slot when they were
+// made, less the give-backs since): a booking that waited for its slot,
+// or began a new run after an idle stretch (slack 0), keeps what lies
+// before it. The latest booking gives back in full. The floor set by
+// raise still holds.
+func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, stale bool) {
+	before := s.tat
+	switch {
+	case delta > 0 && stale:
+		s.tat = max(s.tat, now) + delta*g.interval // the dropped tat lay no later than now
+	case delta > 0:
+		s.tat += delta * g.interval
+	case stale:
+		return
+	default:
+		back := -delta * g.interval
+		if least := s.slackAfter(c.seq); least >= 0 && !latest {
+			back = min(back, least)
+		}
+		s.tat = max(s.tat-back, s.floor)
+		gone := before - s.tat
+		for i := range s.slack[:s.nslack] {
+			if e := &s.slack[i]; e.seq > c.seq {
+				e.slack -= min(gone, e.slack)
+			}
+		}
+	}
+	s.adj += s.tat - before
 }
 
 func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }

@@ -156,6 +156,26 @@ func (c *slidingCounter) give(s *counterState, now int64, b claim, moved int64, 
 	s.cur -= min(int64(b.n), s.cur)
 }
 
+// settle adjusts the count of the booking's window while the counters
+// hold it: the cursor's window or the one before. An excess in a window
+// after the cursor's (a state that had forgotten the booking) counts
+// there like a booking.
+func (c *slidingCounter) settle(s *counterState, now int64, b claim, delta int64, latest, stale bool) {
+	if delta < 0 && stale {
+		return
+	}
+	switch j := c.index(s, b.slot); {
+	case j == s.idx:
+		s.cur = max(s.cur+delta, 0)
+	case j == s.idx-1:
+		s.prev = max(s.prev+delta, 0)
+	case j == s.idx+1 && delta > 0:
+		s.idx, s.prev, s.cur = j, s.cur, delta
+	case j > s.idx+1 && delta > 0:
+		s.idx, s.prev, s.cur = j, 0, delta
+	}
+}
+
 func (c *slidingCounter) due(s *counterState, b *claim, slot int64) int64 { return slot }
 
 // shift moves the key's grid, and every unit counted on it, later by d.
