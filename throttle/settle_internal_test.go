@@ -1,0 +1,259 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// settleClock is a clock moved by hand, safe for concurrent use.
+type settleClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *settleClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *settleClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// settleBooking is one OK reservation of the model run and the units it
+// really used as far as the run knows: its estimate until it is settled.
+type settleBooking struct {
+	r         *Reservation
+	units     int64
+	cancelled bool
+	settled   bool
+}
+
+// modelUnit is a booking as the checks see it: where its units are due
+// now (pauses included) and how many it really used.
+type modelUnit struct {
+	slot  int64
+	units int64
+}
+
+// modelCheck reports whether a new booking of n units at slot keeps the
+// limiter's bound, given every earlier booking still standing, in
+// booking order, with the units it really used.
+type modelCheck func(before []modelUnit, slot, n int64) error
+
+// runSettleModel drives l with random reserves, settles (smaller or, when
+// charge is set, larger than the estimate), cancels, clock steps and,
+// when pause is set, pauses, and checks every new booking with check
+// against what the earlier ones really used. The clock starts at a
+// window boundary of the Unix epoch.
+func runSettleModel(t *testing.T, seed uint64, build func(clk func() time.Time) (Limiter, error), maxN, capacity int, step time.Duration, charge, pause bool, check modelCheck) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	clk := &settleClock{t: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)}
+	l, err := build(clk.now)
+	require.NoError(t, err)
+	start := clk.now()
+	ctx := context.Background()
+	var books []*settleBooking
+	slotOf := func(b *settleBooking) int64 {
+		return int64(clk.now().Sub(start)) + int64(b.r.booking.Until())
+	}
+	standing := func() []modelUnit {
+		var us []modelUnit
+		for _, b := range books {
+			if !b.cancelled {
+				us = append(us, modelUnit{slot: slotOf(b), units: b.units})
+			}
+		}
+		return us
+	}
+	for op := range 400 {
+		switch k := rng.IntN(10); {
+		case k < 4:
+			n := 1 + rng.IntN(maxN)
+			r, err := l.Reserve(ctx, "k", n, -1)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			b := &settleBooking{r: r, units: int64(n)}
+			require.NoError(t, check(standing(), slotOf(b), int64(n)), "op %d: booking %d of %d units", op, len(books), n)
+			books = append(books, b)
+		case k < 7 && len(books) > 0:
+			b := books[rng.IntN(len(books))]
+			actual := rng.IntN(int(b.units) + 1)
+			if charge && rng.IntN(3) == 0 {
+				actual = int(b.units) + rng.IntN(capacity)
+			}
+			err := b.r.Settle(ctx, actual)
+			applies := !b.cancelled && !b.settled
+			if applies && actual > capacity {
+				require.ErrorIs(t, err, ErrExceedsCapacity)
+			} else {
+				require.NoError(t, err)
+			}
+			if applies {
+				b.units, b.settled = int64(actual), true
+			}
+		case k < 8 && len(books) > 0:
+			b := books[rng.IntN(len(books))]
+			require.NoError(t, b.r.Cancel(ctx))
+			if !b.settled {
+				b.cancelled = true // its units are not sent; a later Settle does nothing
+			}
+		case k == 8 && pause:
+			p, ok := l.(Pauser)
+			require.True(t, ok)
+			require.NoError(t, p.Pause(ctx, "k", time.Duration(rng.Int64N(int64(4*step)))))
+		default:
+			clk.advance(time.Duration(rng.Int64N(int64(step))))
+		}
+	}
+}
+
+// gcraCheck is the reference GCRA: replayed over what was really used,
+// in booking order, the new booking must conform.
+func gcraCheck(interval, burst int64) modelCheck {
+	return func(before []modelUnit, slot, n int64) error {
+		tat := int64(-1 << 62)
+		for _, u := range before {
+			tat = max(tat, u.slot) + u.units*interval
+		}
+		if earliest := tat + (n-burst)*interval; slot < earliest {
+			return fmt.Errorf("slot %d is before the reference's earliest %d (tat %d)", slot, earliest, tat)
+		}
+		return nil
+	}
+}
+
+// windowCheck checks that the fixed window of the new booking holds at
+// most limit units really used, its own included.
+func windowCheck(limit, w int64) modelCheck {
+	return func(before []modelUnit, slot, n int64) error {
+		used := n
+		for _, u := range before {
+			if floorDiv(u.slot, w) == floorDiv(slot, w) {
+				used += u.units
+			}
+		}
+		if used > limit {
+			return fmt.Errorf("window %d holds %d units really used, limit %d", floorDiv(slot, w), used, limit)
+		}
+		return nil
+	}
+}
+
+// logCheck checks that (slot-w, slot] holds at most limit units really
+// used, the new booking's included.
+func logCheck(limit, w int64) modelCheck {
+	return func(before []modelUnit, slot, n int64) error {
+		used := n
+		for _, u := range before {
+			if u.slot > slot-w && u.slot <= slot {
+				used += u.units
+			}
+		}
+		if used > limit {
+			return fmt.Errorf("(%d, %d] holds %d units really used, limit %d", slot-w, slot, used, limit)
+		}
+		return nil
+	}
+}
+
+// counterCheck checks the counter's own estimate at the new booking's
+// slot over what was really used: current window plus the previous one
+// weighted, its own units included.
+func counterCheck(limit, w int64) modelCheck {
+	return func(before []modelUnit, slot, n int64) error {
+		j := floorDiv(slot, w)
+		cur, prev := n, int64(0)
+		for _, u := range before {
+			switch floorDiv(u.slot, w) {
+			case j:
+				cur += u.units
+			case j - 1:
+				prev += u.units
+			}
+		}
+		rest := w - 1 - (slot - j*w)
+		if est := cur + mulDivUp(prev, rest, w); est > limit {
+			return fmt.Errorf("estimate %d at %d is over limit %d", est, slot, limit)
+		}
+		return nil
+	}
+}
+
+func TestSettleModel(t *testing.T) {
+	const (
+		burst = 8
+		limit = 12
+	)
+	interval := int64(100 * time.Millisecond)
+	window := time.Second
+	tests := []struct {
+		name      string
+		giveBuild func(clk func() time.Time) (Limiter, error)
+		giveMaxN  int
+		giveCap   int
+		giveStep  time.Duration
+		givePause bool
+		wantCheck modelCheck
+	}{
+		{
+			name: "TokenBucket",
+			giveBuild: func(clk func() time.Time) (Limiter, error) {
+				return NewTokenBucket(PerSecond(10), burst, WithClock(clk))
+			},
+			giveMaxN: 4, giveCap: burst, giveStep: 300 * time.Millisecond, givePause: true,
+			wantCheck: gcraCheck(interval, burst),
+		},
+		{
+			name: "LeakyBucket",
+			giveBuild: func(clk func() time.Time) (Limiter, error) {
+				return NewLeakyBucket(PerSecond(10), 2, WithClock(clk))
+			},
+			giveMaxN: 3, giveCap: 3, giveStep: 300 * time.Millisecond, givePause: true,
+			wantCheck: gcraCheck(interval, 3),
+		},
+		{
+			name: "FixedWindow",
+			giveBuild: func(clk func() time.Time) (Limiter, error) {
+				return NewFixedWindow(limit, window, WithClock(clk))
+			},
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond,
+			wantCheck: windowCheck(limit, int64(window)),
+		},
+		{
+			name: "SlidingWindow",
+			giveBuild: func(clk func() time.Time) (Limiter, error) {
+				return NewSlidingWindow(limit, window, WithClock(clk))
+			},
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond, givePause: true,
+			wantCheck: logCheck(limit, int64(window)),
+		},
+		{
+			name: "SlidingWindowCounter",
+			giveBuild: func(clk func() time.Time) (Limiter, error) {
+				return NewSlidingWindowCounter(limit, window, WithClock(clk))
+			},
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond,
+			wantCheck: counterCheck(limit, int64(window)),
+		},
+	}
+	for _, tt := range tests {
+		for _, charge := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/charge=%v", tt.name, charge), func(t *testing.T) {
+				for seed := range uint64(200) {
+					runSettleModel(t, seed, tt.giveBuild, tt.giveMaxN, tt.giveCap, tt.giveStep, charge, tt.givePause, tt.wantCheck)
+				}
+			})
+		}
+	}
+}
