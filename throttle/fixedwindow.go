@@ -323,7 +323,9 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 // forgotten it) counts there like a booking.
 func (f *fixedWindow) settle(s *fixedState, now int64, c claim, delta int64, latest, stale bool) {
 	if i := s.find(c.seq); i >= 0 && !stale && c.n > 0 {
-		s.ahead[i].n = max(s.ahead[i].n+delta, 0) // a later pause lays out what is really sent
+		// A later pause lays out what is really sent; no booking holds
+		// more than a window (the layout needs each to fit in one).
+		s.ahead[i].n = min(max(s.ahead[i].n+delta, 0), f.limit)
 	}
 	switch j := f.g.index(c.slot); {
 	case j > s.idx && delta > 0:

@@ -227,7 +227,7 @@ func TestSettleModel(t *testing.T) {
 			giveBuild: func(clk func() time.Time) (Limiter, error) {
 				return NewFixedWindow(limit, window, WithClock(clk))
 			},
-			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond,
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond, givePause: true,
 			wantCheck: windowCheck(limit, int64(window)),
 		},
 		{
