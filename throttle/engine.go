@@ -347,7 +347,11 @@ func (k *engine[S, A]) inspect(ctx context.Context, key string) (KeyState, error
 
 // slotOf returns where claim c is due now, pauses included. e.mu is held.
 func (e *keyState[S, A]) slotOf(c *claim) int64 {
-	return e.eng.alg.due(&e.s, c, e.pause.moved(c.slot, c.shifted))
+	slot := e.pause.moved(c.slot, c.shifted)
+	if c.n == 0 {
+		return slot // a claim of nothing shares its seq with the booking before it
+	}
+	return e.eng.alg.due(&e.s, c, slot)
 }
 
 // until implements holder.
@@ -390,7 +394,12 @@ func (e *keyState[S, A]) settle(c *claim, actual int) error {
 		b := *c
 		b.slot = e.slotOf(c)
 		if !dropped {
-			e.eng.alg.settle(&e.s, e.tick(), b, delta, c.seq == e.seq && c.n > 0, false)
+			latest := c.seq == e.seq && c.n > 0
+			if c.n == 0 {
+				e.seq++ // a claim of nothing is booked only now: the latest
+				b.seq = e.seq
+			}
+			e.eng.alg.settle(&e.s, e.tick(), b, delta, latest, false)
 		}
 		e.mu.Unlock()
 		if dropped && delta > 0 {

@@ -96,7 +96,9 @@ func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) 
 }
 
 // settle charges an excess by moving tat later by its cost, which is
-// never less than what the excess adds to the tat of the actual usage.
+// never less than what the excess adds to the tat of the actual usage
+// (for a claim of nothing, booked by ReserveParts at cost 0, tat is
+// first taken to its slot, as a booking would).
 //
 // A give-back of r units moves tat earlier by r intervals, which is
 // exact for the units: tat is the latest, over the bookings j, of
@@ -113,8 +115,15 @@ func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, sta
 	switch {
 	case delta > 0 && stale:
 		s.tat = max(s.tat, now) + delta*g.interval // the dropped tat lay no later than now
+	case delta > 0 && c.n == 0:
+		// A claim of nothing (a part of ReserveParts of cost 0) is booked
+		// only now, as the key's latest booking (c.seq is new): tat goes
+		// to its slot first, as a booking's would, and the bookings
+		// before it can give back no more than its slack.
+		s.tat = max(s.tat, c.slot) + delta*g.interval
+		s.pushSlack(c.seq, max(before-c.slot, 0))
 	case delta > 0:
-		s.tat += delta * g.interval
+		s.tat += delta * g.interval // tat already lies past the booking's slot
 	case stale:
 		return
 	default:

@@ -45,6 +45,9 @@ type modelUnit struct {
 	units int64
 }
 
+// settleSeeds is how many random runs each model test makes.
+var settleSeeds = 200
+
 // modelCheck reports whether a new booking of n units at slot keeps the
 // limiter's bound, given every earlier booking still standing, in
 // booking order, with the units it really used.
@@ -124,7 +127,9 @@ func gcraCheck(interval, burst int64) modelCheck {
 	return func(before []modelUnit, slot, n int64) error {
 		tat := int64(-1 << 62)
 		for _, u := range before {
-			tat = max(tat, u.slot) + u.units*interval
+			if u.units > 0 { // a booking of nothing is no booking
+				tat = max(tat, u.slot) + u.units*interval
+			}
 		}
 		if earliest := tat + (n-burst)*interval; slot < earliest {
 			return fmt.Errorf("slot %d is before the reference's earliest %d (tat %d)", slot, earliest, tat)
@@ -250,10 +255,89 @@ func TestSettleModel(t *testing.T) {
 	for _, tt := range tests {
 		for _, charge := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/charge=%v", tt.name, charge), func(t *testing.T) {
-				for seed := range uint64(200) {
+				for seed := range uint64(settleSeeds) {
 					runSettleModel(t, seed, tt.giveBuild, tt.giveMaxN, tt.giveCap, tt.giveStep, charge, tt.givePause, tt.wantCheck)
 				}
 			})
+		}
+	}
+}
+
+// TestSettlePartsModel books a token bucket, a fixed window and a
+// sliding log together through ReserveParts, each part with a random
+// cost of its own (0 included), settles each part to a random actual,
+// and checks every part's bound over what each really used.
+func TestSettlePartsModel(t *testing.T) {
+	const (
+		burst = 8
+		limit = 12
+	)
+	interval := int64(100 * time.Millisecond)
+	window := time.Second
+	checks := []modelCheck{gcraCheck(interval, burst), windowCheck(limit, int64(window)), logCheck(limit, int64(window))}
+	for seed := range uint64(settleSeeds) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		clk := &settleClock{t: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)}
+		tb, err := NewTokenBucket(PerSecond(10), burst, WithClock(clk.now))
+		require.NoError(t, err)
+		fw, err := NewFixedWindow(limit, window, WithClock(clk.now))
+		require.NoError(t, err)
+		sl, err := NewSlidingWindow(limit, window, WithClock(clk.now))
+		require.NoError(t, err)
+		all := All(tb, fw, sl).(PartsReserver)
+		start := clk.now()
+		ctx := context.Background()
+		type booking struct {
+			r     *Reservation
+			slot  int64 // no pauses here: slots stay put
+			units []int64
+			gone  bool
+		}
+		var books []*booking
+		for op := range 300 {
+			switch k := rng.IntN(10); {
+			case k < 4:
+				costs := []int{rng.IntN(5), rng.IntN(6), rng.IntN(6)}
+				costs[rng.IntN(3)]++
+				r, err := all.ReserveParts(ctx, "k", costs, -1)
+				require.NoError(t, err)
+				require.True(t, r.OK)
+				slot := int64(clk.now().Sub(start)) + int64(r.Delay)
+				for p, check := range checks {
+					if costs[p] == 0 {
+						continue // nothing booked on this part
+					}
+					var before []modelUnit
+					for _, b := range books {
+						if !b.gone {
+							before = append(before, modelUnit{slot: b.slot, units: b.units[p]})
+						}
+					}
+					require.NoError(t, check(before, slot, int64(costs[p])), "seed %d op %d part %d", seed, op, p)
+				}
+				books = append(books, &booking{r: r, slot: slot, units: []int64{int64(costs[0]), int64(costs[1]), int64(costs[2])}})
+			case k < 7 && len(books) > 0:
+				b := books[rng.IntN(len(books))]
+				actual := make([]int, 3)
+				for p := range actual {
+					actual[p] = rng.IntN(int(b.units[p]) + 2)
+				}
+				applies := b.r.state.Load() == open
+				require.NoError(t, b.r.Settle(ctx, actual...))
+				if applies {
+					for p := range actual {
+						b.units[p] = int64(actual[p])
+					}
+				}
+			case k < 8 && len(books) > 0:
+				b := books[rng.IntN(len(books))]
+				if b.r.state.Load() == open {
+					require.NoError(t, b.r.Cancel(ctx))
+					b.gone = true
+				}
+			default:
+				clk.advance(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
+			}
 		}
 	}
 }
