@@ -37,8 +37,9 @@ type algorithm[S any] interface {
 	// pauses moved it. Only the fixed window moves units further.
 	due(s *S, c *claim, slot int64) int64
 	// give returns what can safely be returned of claim c, whose slot is
-	// not before now. moved is how far pauses have shifted it since it
-	// was made (c.slot already includes it). latest says no booking made
+	// not before now. moved is how far pauses have shifted it, or any
+	// unit booked before it, since it was made, at most (c.slot already
+	// includes its own shift). latest says no booking made
 	// after it still stands: every later one was given back in full.
 	give(s *S, now int64, c claim, moved int64, latest bool)
 	// shift moves everything booked after now later by by.
@@ -376,7 +377,10 @@ func (e *keyState[S, A]) give(c *claim) {
 		return // the units have been used
 	}
 	latest := c.seq == e.seq
-	e.eng.alg.give(&e.s, now, b, b.slot-c.slot, latest)
+	// A settle's give-back can let a booking's slot lie before an earlier
+	// booking's, which a pause may then move while this one stays: any
+	// unit may have moved as far as the whole shift since.
+	e.eng.alg.give(&e.s, now, b, max(b.slot-c.slot, e.pause.shifted-c.shifted), latest)
 	if latest {
 		e.seq-- // gone in full, so the booking before it is the latest now
 	}
