@@ -15,25 +15,70 @@ type gcraState struct {
 	floor int64 // set by raise: give never takes tat below it
 	adj   int64 // the net change settles made to tat; undo is kept net of it
 
-	// slack says how much of a booking a settle may give back (see
-	// settle): slack[:nslack], oldest first, each entry the least slack
-	// of the bookings from its seq on, a lower bound for entries merged.
-	slack  [maxSlack]slackEntry
-	nslack int
+	// What a settle may give back (see settle). A booking's slack is how
+	// far tat lay past its slot when it was made (tat before it minus its
+	// slot, at least 0); every give-back since lowers it by as much. A
+	// booking of slack 0 (one that waited for its own slot, or came after
+	// an idle stretch) starts a new run: the bookings before it (seq
+	// below cut) give back nothing. The others of the run are kept in
+	// slack, oldest first, as levels (slack plus gone when recorded), so
+	// that a give-back is one addition: a booking's slack now is at least
+	// its level minus gone (later bookings' give-backs count too, which
+	// only gives back less).
+	cut   uint64
+	gone  int64 // all that settles have given back, in nanoseconds of tat
+	slack []slackEntry
 }
 
-// slackEntry is a booking's slack: how far tat lay past its slot when it
-// was made (tat before it minus its slot, at least 0), less what settles
-// of earlier bookings have given back since.
+// slackEntry is a booking's slack as a level (see gcraState).
 type slackEntry struct {
 	seq   uint64
-	slack int64
+	level int64
 }
 
-// maxSlack bounds the slack entries a key keeps. Past it the two oldest
-// merge into one holding the later seq and the smaller slack, which only
-// gives back less: a key's state stays a fixed size, with no allocation.
-const maxSlack = 4
+// maxSlack bounds the slack entries a key keeps: the bookings made
+// between a booking and its settle (those in flight, for a saturated
+// key). Past it the oldest entry goes and the bookings before it give
+// back nothing, which only gives back less. A key keeps entries only
+// while its run has slack, so a fresh or idle key keeps none and
+// allocates nothing (Allow goal); a saturated one keeps up to 1 KiB.
+const maxSlack = 64
+
+// pushSlack records the slack of booking seq. Entries at as high a level
+// or higher say nothing more than it does, for the bookings before them.
+func (s *gcraState) pushSlack(seq uint64, slack int64) {
+	if slack <= 0 {
+		s.cut, s.slack = seq, s.slack[:0]
+		return
+	}
+	level := slack + s.gone
+	for len(s.slack) > 0 && s.slack[len(s.slack)-1].level >= level {
+		s.slack = s.slack[:len(s.slack)-1]
+	}
+	if len(s.slack) == maxSlack {
+		s.cut = max(s.cut, s.slack[0].seq)
+		s.slack = append(s.slack[:0], s.slack[1:]...)
+	}
+	s.slack = append(s.slack, slackEntry{seq: seq, level: level})
+}
+
+// slackAfter returns the least slack of the bookings made after seq, or
+// -1 when none is on record.
+func (s *gcraState) slackAfter(seq uint64) int64 {
+	if seq < s.cut {
+		return 0
+	}
+	least := int64(-1)
+	for _, e := range s.slack {
+		if e.seq > seq && (least < 0 || e.level < least) {
+			least = e.level
+		}
+	}
+	if least < 0 {
+		return -1
+	}
+	return max(least-s.gone, 0)
+}
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
 	return max(now, from, s.tat+int64(n)*g.interval-g.burst*g.interval)
@@ -49,33 +94,6 @@ func (g *gcra) book(s *gcraState, now, slot int64, n int, seq uint64, tally bool
 		return before - s.adj, 0
 	}
 	return before - s.adj, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
-}
-
-// pushSlack records the slack of booking seq. Entries with as much slack
-// or more say nothing more than it does, for the bookings before them.
-func (s *gcraState) pushSlack(seq uint64, slack int64) {
-	for s.nslack > 0 && s.slack[s.nslack-1].slack >= slack {
-		s.nslack--
-	}
-	if s.nslack == maxSlack {
-		s.slack[1].slack = min(s.slack[0].slack, s.slack[1].slack)
-		copy(s.slack[:], s.slack[1:])
-		s.nslack--
-	}
-	s.slack[s.nslack] = slackEntry{seq: seq, slack: slack}
-	s.nslack++
-}
-
-// slackAfter returns the least slack of the bookings made after seq, or
-// -1 when there are none on record.
-func (s *gcraState) slackAfter(seq uint64) int64 {
-	least := int64(-1)
-	for _, e := range s.slack[:s.nslack] {
-		if e.seq > seq && (least < 0 || e.slack < least) {
-			least = e.slack
-		}
-	}
-	return least
 }
 
 func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
@@ -132,12 +150,7 @@ func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, sta
 			back = min(back, least)
 		}
 		s.tat = max(s.tat-back, s.floor)
-		gone := before - s.tat
-		for i := range s.slack[:s.nslack] {
-			if e := &s.slack[i]; e.seq > c.seq {
-				e.slack -= min(gone, e.slack)
-			}
-		}
+		s.gone += before - s.tat
 	}
 	s.adj += s.tat - before
 }
