@@ -240,7 +240,7 @@ func TestSettleModel(t *testing.T) {
 			giveBuild: func(clk func() time.Time) (Limiter, error) {
 				return NewFixedWindow(limit, window, WithClock(clk))
 			},
-			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond,
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond, givePause: true,
 			wantCheck: windowCheck(limit, int64(window)),
 		},
 		{
@@ -248,7 +248,7 @@ func TestSettleModel(t *testing.T) {
 			giveBuild: func(clk func() time.Time) (Limiter, error) {
 				return NewSlidingWindow(limit, window, WithClock(clk))
 			},
-			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond,
+			giveMaxN: 5, giveCap: limit, giveStep: 400 * time.Millisecond, givePause: true,
 			wantCheck: logCheck(limit, int64(window)),
 		},
 		{
