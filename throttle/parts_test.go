@@ -183,3 +183,75 @@ func TestSettleAllSingleCost(t *testing.T) {
 	}
 	assert.Equal(t, []int{7, 17}, left)
 }
+
+// settlingBooking is a Booking from outside this package that can
+// settle: it records what it was settled to.
+type settlingBooking struct {
+	fakeBooking
+	settled [][]int
+}
+
+func (b *settlingBooking) Settle(_ context.Context, actual []int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.settled = append(b.settled, actual)
+	return nil
+}
+
+// settlingLimiter hands out settlingBookings.
+type settlingLimiter struct {
+	bookings []*settlingBooking
+}
+
+func (l *settlingLimiter) Reserve(ctx context.Context, key string, n int, maxWait time.Duration) (*throttle.Reservation, error) {
+	b := &settlingBooking{}
+	l.bookings = append(l.bookings, b)
+	return throttle.NewReservation(b, 0, 0), nil
+}
+
+func TestSettleForeignSettler(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		give   func(foreign throttle.Limiter, tb *throttle.TokenBucket) (*throttle.Reservation, error)
+		giveTo []int
+		want   [][]int
+	}{
+		{
+			name: "alone",
+			give: func(foreign throttle.Limiter, _ *throttle.TokenBucket) (*throttle.Reservation, error) {
+				return foreign.Reserve(ctx, "k", 5, 0)
+			},
+			giveTo: []int{3},
+			want:   [][]int{{3}},
+		},
+		{
+			name: "in All, one cost",
+			give: func(foreign throttle.Limiter, tb *throttle.TokenBucket) (*throttle.Reservation, error) {
+				return throttle.All(tb, foreign).Reserve(ctx, "k", 5, 0)
+			},
+			giveTo: []int{2},
+			want:   [][]int{{2}},
+		},
+		{
+			name: "in All, a cost per part",
+			give: func(foreign throttle.Limiter, tb *throttle.TokenBucket) (*throttle.Reservation, error) {
+				return throttle.All(tb, foreign).(throttle.PartsReserver).ReserveParts(ctx, "k", []int{1, 5}, 0)
+			},
+			giveTo: []int{1, 4},
+			want:   [][]int{{4}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			foreign := &settlingLimiter{}
+			tb := newTokenBucket(t, throttle.PerSecond(10), 10, throttle.WithClock(newManualClock().Now))
+			r, err := tt.give(foreign, tb)
+			require.NoError(t, err)
+			require.NoError(t, r.Settle(ctx, tt.giveTo...))
+			require.NoError(t, r.Settle(ctx, tt.giveTo...), "the second does nothing")
+			require.Len(t, foreign.bookings, 1)
+			assert.Equal(t, tt.want, foreign.bookings[0].settled)
+		})
+	}
+}

@@ -27,8 +27,9 @@ type Booking interface {
 // Settler is implemented by a [Booking] that can settle its units to
 // what the call really cost (see [Reservation.Settle]). actual holds one
 // value per part: one for a Reservation from Reserve, len(costs) for one
-// from [PartsReserver.ReserveParts]. Reservation.Settle checks the
-// values (count, sign) and calls it at most once.
+// from [PartsReserver.ReserveParts]. Reservation.Settle checks that
+// there is at least one value and that none is negative, and calls it at
+// most once; the Settler checks the count against its parts.
 type Settler interface {
 	Settle(ctx context.Context, actual []int) error
 }
@@ -192,12 +193,11 @@ func (r *Reservation) Settle(ctx context.Context, actual ...int) error {
 	if !r.OK || r.booking == nil {
 		return nil
 	}
-	want := 1
-	if p, ok := r.booking.(interface{ parts() int }); ok {
-		want = p.parts()
+	if p, ok := r.booking.(interface{ parts() int }); ok && len(actual) != p.parts() {
+		return fmt.Errorf("throttle: Settle needs %d actual costs, one per part, got %d", p.parts(), len(actual))
 	}
-	if len(actual) != want {
-		return fmt.Errorf("throttle: Settle needs %d actual costs, one per part, got %d", want, len(actual))
+	if len(actual) == 0 {
+		return errors.New("throttle: Settle needs an actual cost")
 	}
 	for i, a := range actual {
 		if a < 0 {
@@ -242,6 +242,9 @@ func (c *claim) Cancel(context.Context) error {
 	c.key.give(c)
 	return nil
 }
+
+// parts returns how many actual costs Settle takes.
+func (c *claim) parts() int { return 1 }
 
 // Settle implements [Settler].
 func (c *claim) Settle(_ context.Context, actual []int) error {
