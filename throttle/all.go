@@ -26,6 +26,8 @@ type lockedKey interface {
 	now() int64
 	earliest(from int64, n int) (slot int64)
 	book(slot int64, n int, c *claim) (remaining int)
+	// mark fills c as a claim of nothing at slot.
+	mark(slot int64, c *claim)
 	left() int
 	pushed() []aheadEntry
 	raise(units []aheadEntry)
@@ -74,8 +76,9 @@ const maxRounds = 32
 // A part that refuses, or fails, makes All refuse, or fail, and every
 // part booked is cancelled. Reserve on an empty All returns an error.
 //
-// The returned Limiter also implements [Pauser], pausing every part that
-// can be paused, [Allower], [Deferrer] and [Inspector].
+// The returned Limiter also implements [PartsReserver], a cost of its own
+// for each of ls, [Pauser], pausing every part that can be paused,
+// [Allower], [Deferrer] and [Inspector].
 func All(ls ...Limiter) Limiter {
 	for _, l := range ls {
 		if l == nil {
@@ -85,14 +88,29 @@ func All(ls ...Limiter) Limiter {
 	return &all{ls: slices.Clone(ls)}
 }
 
+// ownPart is a built-in limiter among All's parts, with the units it
+// takes and the parts (All's arguments) it stands for.
+type ownPart struct {
+	l     keyLocker
+	n     int
+	parts []int
+}
+
+// foreignPart is a limiter from outside this package among All's parts.
+type foreignPart struct {
+	l    Limiter
+	n    int
+	part int
+}
+
 // resolve flattens nested Alls and Routes for key into built-in parts
-// and foreign ones.
-func resolve(ls []Limiter, key string, own []keyLocker, foreign []Limiter) ([]keyLocker, []Limiter, error) {
+// and foreign ones, each taking n units for part.
+func resolve(ls []Limiter, key string, n, part int, own []ownPart, foreign []foreignPart) ([]ownPart, []foreignPart, error) {
 	for _, l := range ls {
 		switch l := l.(type) {
 		case *all:
 			var err error
-			if own, foreign, err = resolve(l.ls, key, own, foreign); err != nil {
+			if own, foreign, err = resolve(l.ls, key, n, part, own, foreign); err != nil {
 				return nil, nil, err
 			}
 		case *router:
@@ -100,31 +118,55 @@ func resolve(ls []Limiter, key string, own []keyLocker, foreign []Limiter) ([]ke
 			if err != nil {
 				return nil, nil, err
 			}
-			if own, foreign, err = resolve([]Limiter{picked}, key, own, foreign); err != nil {
+			if own, foreign, err = resolve([]Limiter{picked}, key, n, part, own, foreign); err != nil {
 				return nil, nil, err
 			}
 		case builtin:
-			own = append(own, l.engine())
+			p := ownPart{l: l.engine(), n: n}
+			if part >= 0 {
+				p.parts = []int{part} // only ReserveParts settles per part
+			}
+			own = append(own, p)
 		default:
-			foreign = append(foreign, l)
+			foreign = append(foreign, foreignPart{l: l, n: n, part: part})
 		}
 	}
 	return own, foreign, nil
 }
 
 // parts returns the built-in parts for key, sorted by lock order without
-// repeats, and the foreign ones.
-func (a *all) parts(key string) ([]keyLocker, []Limiter, error) {
-	own, foreign, err := resolve(a.ls, key, nil, nil)
+// repeats, and the foreign ones. costs holds one cost per argument of
+// All, or is nil for n on every part. A built-in limiter found in several
+// parts takes the largest of their costs.
+func (a *all) parts(key string, n int, costs []int) ([]ownPart, []foreignPart, error) {
+	var own []ownPart
+	var foreign []foreignPart
+	var err error
+	if costs == nil {
+		own, foreign, err = resolve(a.ls, key, n, -1, nil, nil)
+	}
+	for i := range costs {
+		if own, foreign, err = resolve(a.ls[i:i+1], key, costs[i], i, own, foreign); err != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(own) == 0 && len(foreign) == 0 {
 		return nil, nil, errEmptyAll
 	}
-	slices.SortFunc(own, func(x, y keyLocker) int { return compare(x.order(), y.order()) })
-	own = slices.CompactFunc(own, func(x, y keyLocker) bool { return x.order() == y.order() })
-	return own, foreign, nil
+	slices.SortStableFunc(own, func(x, y ownPart) int { return compare(x.l.order(), y.l.order()) })
+	merged := own[:0]
+	for _, p := range own {
+		if k := len(merged) - 1; k >= 0 && merged[k].l.order() == p.l.order() {
+			merged[k].n = max(merged[k].n, p.n)
+			merged[k].parts = append(merged[k].parts, p.parts...)
+			continue
+		}
+		merged = append(merged, p)
+	}
+	return merged, foreign, nil
 }
 
 func compare(x, y uint64) int {
@@ -147,25 +189,62 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
-	own, foreign, err := a.parts(key)
+	return a.reserve(ctx, key, n, nil, after, maxWait)
+}
+
+// ReserveParts implements [PartsReserver]: costs[i] units of All's i-th
+// argument, every part at one common slot.
+func (a *all) ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*Reservation, error) {
+	if err := checkCosts(ctx, key, costs, len(a.ls)); err != nil {
+		return nil, err
+	}
+	return a.reserve(ctx, key, 0, costs, 0, maxWait)
+}
+
+// checkCosts validates the arguments of ReserveParts for a limiter of
+// parts parts.
+func checkCosts(ctx context.Context, key string, costs []int, parts int) error {
+	if err := checkRequest(ctx, key, 1); err != nil {
+		return err
+	}
+	if len(costs) != parts {
+		return fmt.Errorf("throttle: ReserveParts needs %d costs, one per part, got %d", parts, len(costs))
+	}
+	total := 0
+	for i, c := range costs {
+		if c < 0 {
+			return fmt.Errorf("throttle: ReserveParts' cost of part %d must not be negative, got %d", i, c)
+		}
+		total += c
+	}
+	if total == 0 {
+		return fmt.Errorf("throttle: ReserveParts needs a positive cost on some part, got %v", costs)
+	}
+	return nil
+}
+
+// reserve books n units on every part, or costs[i] on the parts of
+// argument i when costs is not nil.
+func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after, maxWait time.Duration) (*Reservation, error) {
+	own, foreign, err := a.parts(key, n, costs)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range own {
-		if n > p.capacity() {
-			return nil, capacityError(n, p.capacity())
+		if p.n > p.l.capacity() {
+			return nil, capacityError(p.n, p.l.capacity())
 		}
 	}
 	delay := min(max(after, 0), maxSpan)
 	booked := make([]*Reservation, len(foreign))
 	for range maxRounds {
 		var no *Reservation
-		delay, no, err = bookForeign(ctx, foreign, booked, key, n, delay, maxWait)
+		delay, no, err = bookForeign(ctx, foreign, booked, key, delay, maxWait)
 		if err != nil || no != nil {
 			cancelAll(ctx, booked)
 			return no, err
 		}
-		r, agreed, err := bookTogether(own, len(foreign) > 0, key, n, delay, maxWait)
+		r, agreed, err := bookTogether(own, len(foreign) > 0, key, delay, maxWait)
 		if err != nil || !r.OK {
 			cancelAll(ctx, booked)
 			return r, err
@@ -175,8 +254,13 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 			continue
 		}
 		b := r.booking.(*allBooking)
-		b.foreign = slices.DeleteFunc(booked, func(r *Reservation) bool { return r == nil })
-		for _, fr := range b.foreign {
+		b.nparts = len(costs)
+		for i, fr := range booked {
+			if fr == nil {
+				continue // a part given cost 0
+			}
+			b.foreign = append(b.foreign, fr)
+			b.foreignPart = append(b.foreignPart, foreign[i].part)
 			r.Remaining = minRemaining(r.Remaining, fr.Remaining)
 		}
 		r.Remaining = max(r.Remaining, 0)
@@ -189,14 +273,18 @@ func (a *all) ReserveAfter(ctx context.Context, key string, n int, after, maxWai
 // bookForeign books every foreign part (those in booked[i] already
 // booked at delay are kept) at delay or later, raising delay until every
 // part agrees. It returns the final delay, or a refusal after which the
-// caller cancels what booked holds.
-func bookForeign(ctx context.Context, ls []Limiter, booked []*Reservation, key string, n int, delay, maxWait time.Duration) (time.Duration, *Reservation, error) {
+// caller cancels what booked holds. A part of cost 0 is not booked.
+func bookForeign(ctx context.Context, ls []foreignPart, booked []*Reservation, key string, delay, maxWait time.Duration) (time.Duration, *Reservation, error) {
 	for round, settled := 0, false; !settled; round++ {
 		if round == maxRounds {
 			return 0, nil, fmt.Errorf("throttle: All's parts found no common slot for key %q in %d rounds", key, maxRounds)
 		}
 		settled = true
-		for i, l := range ls {
+		for i, p := range ls {
+			if p.n == 0 {
+				continue
+			}
+			l := p.l
 			if r := booked[i]; r != nil {
 				if _, fixed := l.(Deferrer); r.Delay >= delay || !fixed {
 					continue // booked at the common delay, or as early as it can go
@@ -209,9 +297,9 @@ func bookForeign(ctx context.Context, ls []Limiter, booked []*Reservation, key s
 			var r *Reservation
 			var err error
 			if d, ok := l.(Deferrer); ok {
-				r, err = d.ReserveAfter(ctx, key, n, delay, maxWait)
+				r, err = d.ReserveAfter(ctx, key, p.n, delay, maxWait)
 			} else {
-				r, err = l.Reserve(ctx, key, n, maxWait)
+				r, err = l.Reserve(ctx, key, p.n, maxWait)
 			}
 			if err != nil {
 				return 0, nil, err
@@ -245,8 +333,10 @@ func cancelAll(ctx context.Context, rs []*Reservation) {
 // bookTogether locks every built-in part and books them all at one
 // common slot, at least delay from now, or refuses leaving them all
 // untouched. agreed is false, and nothing is booked, when the common slot
-// lies later than delay and there are others parts to move to it.
-func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWait time.Duration) (r *Reservation, agreed bool, err error) {
+// lies later than delay and there are others parts to move to it. A part
+// of cost 0 does not constrain the slot and books nothing; its claim
+// only marks the slot, for Settle.
+func bookTogether(own []ownPart, others bool, key string, delay, maxWait time.Duration) (r *Reservation, agreed bool, err error) {
 	held := make([]lockedKey, 0, len(own))
 	defer func() {
 		for _, l := range held {
@@ -254,7 +344,7 @@ func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWai
 		}
 	}()
 	for _, p := range own {
-		l, err := p.lockKey(key)
+		l, err := p.l.lockKey(key)
 		if err != nil {
 			return nil, false, err
 		}
@@ -265,8 +355,11 @@ func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWai
 	common := int64(delay)
 	for changed := true; changed; {
 		changed = false
-		for _, l := range held {
-			if slot := l.earliest(l.now()+common, n); slot-l.now() > common {
+		for i, l := range held {
+			if own[i].n == 0 {
+				continue
+			}
+			if slot := l.earliest(l.now()+common, own[i].n); slot-l.now() > common {
 				common, changed = slot-l.now(), true
 			}
 		}
@@ -282,9 +375,14 @@ func bookTogether(own []keyLocker, others bool, key string, n int, delay, maxWai
 	if common > int64(delay) && others {
 		return r, false, nil // the other parts must move to common first
 	}
-	b := &allBooking{claims: make([]claim, len(held))}
+	b := &allBooking{claims: make([]claim, len(held)), claimParts: make([][]int, len(held))}
 	for i, l := range held {
-		r.Remaining = minRemaining(r.Remaining, l.book(l.now()+common, n, &b.claims[i]))
+		b.claimParts[i] = own[i].parts
+		if own[i].n == 0 {
+			l.mark(l.now()+common, &b.claims[i])
+			continue
+		}
+		r.Remaining = minRemaining(r.Remaining, l.book(l.now()+common, own[i].n, &b.claims[i]))
 	}
 	r.booking = b
 	return r, true, nil
@@ -320,7 +418,7 @@ func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	own, _, err := a.parts(key)
+	own, _, err := a.parts(key, 1, nil)
 	if err != nil || len(own) < 2 {
 		return err
 	}
@@ -331,7 +429,7 @@ func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 		}
 	}()
 	for _, p := range own {
-		l, err := p.lockKey(key)
+		l, err := p.l.lockKey(key)
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,27 @@
 // push requests over it. To share a budget between processes, use the
 // same algorithms from package redislimit.
 //
+// # Costs known after the call
+//
+// Some costs are known only once the response is in: an LLM API counts
+// requests, input tokens and output tokens per minute, and the output is
+// known at the end of the body. Book the estimate, then settle:
+//
+//	budget := throttle.All(rpm, itpm, otpm).(throttle.PartsReserver)
+//	r, err := budget.ReserveParts(ctx, key, []int{1, inputEstimate, maxTokens}, maxWait)
+//	// ... r.Wait, send, read the usage ...
+//	err = r.Settle(ctx, 1, usage.InputTokens, usage.OutputTokens)
+//
+// [PartsReserver.ReserveParts] books a cost of its own on each of All's
+// arguments, at one common slot, all or nothing; [Reservation.Settle]
+// gives back what the call did not use, or charges what it used beyond
+// the estimate, at the booking's own slot and window. A give-back never
+// lets any interval exceed the bound over what was really used, so a
+// bucket may keep some of it (see Settle); a reservation never settled
+// keeps its estimate. Reserve and Settle with one value cover the
+// single-cost case. In the engine, keyState.settle finds where the claim
+// is due now and hands the difference to algorithm.settle.
+//
 // # How a request travels
 //
 // Each limiter type (say [TokenBucket]) wraps one engine, which holds the
@@ -43,6 +64,7 @@
 //	  Reservation:      holds the claim as its Booking
 //	Reservation.Wait:   sleeps until claim.Until() is 0, asking again each time it wakes
 //	Reservation.Cancel: claim.Cancel gives back what is safe (algorithm.give)
+//	Reservation.Settle: claim.Settle charges or gives back the difference at the slot (algorithm.settle)
 //
 // [All] locks the key's state in each built-in part, in a fixed order,
 // and books them all at one slot; limiters from other packages are booked

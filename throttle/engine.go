@@ -37,8 +37,9 @@ type algorithm[S any] interface {
 	// pauses moved it. Only the fixed window moves units further.
 	due(s *S, c *claim, slot int64) int64
 	// give returns what can safely be returned of claim c, whose slot is
-	// not before now. moved is how far pauses have shifted it since it
-	// was made (c.slot already includes it). latest says no booking made
+	// not before now. moved is how far pauses have shifted it, or any
+	// unit booked before it, since it was made, at most (c.slot already
+	// includes its own shift). latest says no booking made
 	// after it still stands: every later one was given back in full.
 	give(s *S, now int64, c claim, moved int64, latest bool)
 	// shift moves everything booked after now later by by.
@@ -53,6 +54,13 @@ type algorithm[S any] interface {
 	// moved them further than a pause moves the other limiters' (only the
 	// fixed window does, and only it returns any), oldest first.
 	pushed(s *S, now int64) []aheadEntry
+	// settle changes claim c's units by delta (actual - booked) at
+	// c.slot, where the key's pauses moved it: a charge when positive, a
+	// give-back as far as is safe when negative. latest says no booking
+	// made after it still stands. stale says s is not the state c was
+	// booked in (that one was dropped as fresh): only a charge applies,
+	// and only where it cannot be missed.
+	settle(s *S, now int64, c claim, delta int64, latest, stale bool)
 	// raise tells s that bookings ahead of now are due where units says,
 	// later than it has them, so that it spaces what follows from them
 	// (only the buckets can).
@@ -62,14 +70,16 @@ type algorithm[S any] interface {
 // keyState is one key's state.
 type keyState[S any, A algorithm[S]] struct {
 	eng *engine[S, A]
+	key string
 
 	// mu guards everything below. The limiter's clock is read while it
 	// is held, so two callers can never apply readings out of order.
-	mu    sync.Mutex
-	last  int64  // newest clock reading applied; time never runs back
-	seq   uint64 // bookings made so far
-	pause pauseState
-	s     S
+	mu      sync.Mutex
+	last    int64  // newest clock reading applied; time never runs back
+	seq     uint64 // bookings made so far
+	dropped bool   // a sweep removed this state from keys
+	pause   pauseState
+	s       S
 }
 
 // engine holds per-key state for one algorithm. Each limiter type wraps
@@ -142,7 +152,7 @@ func (k *engine[S, A]) lock(key string) (*keyState[S, A], int64, error) {
 		if len(k.keys) >= k.maxKeys {
 			return nil, 0, k.full
 		}
-		e = &keyState[S, A]{eng: k}
+		e = &keyState[S, A]{eng: k, key: key}
 		k.keys[key] = e
 		k.added.Add(1)
 	}
@@ -189,6 +199,7 @@ func (k *engine[S, A]) sweep() {
 			e.mu.Lock()
 			if e.isFresh() {
 				delete(k.keys, key)
+				e.dropped = true
 			}
 			e.mu.Unlock()
 		}
@@ -337,7 +348,11 @@ func (k *engine[S, A]) inspect(ctx context.Context, key string) (KeyState, error
 
 // slotOf returns where claim c is due now, pauses included. e.mu is held.
 func (e *keyState[S, A]) slotOf(c *claim) int64 {
-	return e.eng.alg.due(&e.s, c, e.pause.moved(c.slot, c.shifted))
+	slot := e.pause.moved(c.slot, c.shifted)
+	if c.n == 0 {
+		return slot // a claim of nothing shares its seq with the booking before it
+	}
+	return e.eng.alg.due(&e.s, c, slot)
 }
 
 // until implements holder.
@@ -350,6 +365,9 @@ func (e *keyState[S, A]) until(c *claim) time.Duration {
 // give implements holder. A state dropped by a sweep was fresh: nothing
 // of c is left in it, and giving back to it changes nothing.
 func (e *keyState[S, A]) give(c *claim) {
+	if c.n == 0 {
+		return // a part of ReserveParts that took nothing
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	b := *c
@@ -359,10 +377,48 @@ func (e *keyState[S, A]) give(c *claim) {
 		return // the units have been used
 	}
 	latest := c.seq == e.seq
-	e.eng.alg.give(&e.s, now, b, b.slot-c.slot, latest)
+	// A settle's give-back can let a booking's slot lie before an earlier
+	// booking's, which a pause may then move while this one stays: any
+	// unit may have moved as far as the whole shift since.
+	e.eng.alg.give(&e.s, now, b, max(b.slot-c.slot, e.pause.shifted-c.shifted), latest)
 	if latest {
 		e.seq-- // gone in full, so the booking before it is the latest now
 	}
+}
+
+// settle implements holder. A claim with nothing booked (a part of
+// ReserveParts given cost 0) is settled at its slot all the same. When
+// c's state was dropped as fresh, the charge goes to the key's live
+// state, and nothing is given back.
+func (e *keyState[S, A]) settle(c *claim, actual int) error {
+	delta := int64(actual) - int64(c.n)
+	if delta != 0 {
+		e.mu.Lock()
+		dropped := e.dropped
+		b := *c
+		b.slot = e.slotOf(c)
+		if !dropped {
+			latest := c.seq == e.seq && c.n > 0
+			if c.n == 0 {
+				e.seq++ // a claim of nothing is booked only now: the latest
+				b.seq = e.seq
+			}
+			e.eng.alg.settle(&e.s, e.tick(), b, delta, latest, false)
+		}
+		e.mu.Unlock()
+		if dropped && delta > 0 {
+			live, now, err := e.eng.lock(e.key)
+			if err != nil {
+				return fmt.Errorf("throttle: settling key %q: %w", e.key, err)
+			}
+			live.eng.alg.settle(&live.s, now, b, delta, false, true)
+			live.mu.Unlock()
+		}
+	}
+	if actual > e.eng.maxN {
+		return fmt.Errorf("throttle: key %q settled at %d units, charged: %w", e.key, actual, capacityError(actual, e.eng.maxN))
+	}
+	return nil
 }
 
 func capacityError(n, most int) error {
@@ -396,6 +452,11 @@ func (l *lockedState[S, A]) earliest(from int64, n int) int64 {
 
 func (l *lockedState[S, A]) book(slot int64, n int, c *claim) int {
 	return l.e.book(l.at, slot, n, c)
+}
+
+func (l *lockedState[S, A]) mark(slot int64, c *claim) {
+	e := l.e
+	*c = claim{key: e, slot: slot, seq: e.seq, shifted: e.pause.shifted}
 }
 
 func (l *lockedState[S, A]) left() int { return l.e.eng.alg.left(&l.e.s, l.at) }

@@ -58,7 +58,7 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkWindow(limit, window, 0); err != nil {
+	if err := checkWindow(limit, window, c.tolerance); err != nil {
 		return nil, err
 	}
 	if c.tolerance >= window {
@@ -77,22 +77,22 @@ func (w *FixedWindow) Limit() int { return w.limit }
 func (w *FixedWindow) Window() time.Duration { return w.window }
 
 // checkWindow validates the arguments shared by the windowed limiters,
-// whose window is lengthened by tol.
+// whose window is lengthened by tol. No algorithm multiplies limit by the
+// window (the counter's weighting works in 128 bits, see mulDiv), so only
+// the window itself, tolerance included, is bounded: a daily limit of a
+// billion units is fine.
 func checkWindow(limit int, window, tol time.Duration) error {
 	switch {
 	case limit < 1:
 		return fmt.Errorf("throttle: limit must be at least 1, got %d", limit)
 	case window <= 0:
 		return fmt.Errorf("throttle: window must be positive, got %v", window)
-	}
-	if _, err := span("limit", limit, window); err != nil {
-		return err
-	}
-	if tol > maxSpan-window {
+	case int64(window) > maxSpan:
+		return fmt.Errorf("throttle: window %v is too long, at most %v", window, time.Duration(maxSpan))
+	case int64(tol) > maxSpan-int64(window):
 		return fmt.Errorf("throttle: window %v plus tolerance %v is too long", window, tol)
 	}
-	_, err := span("limit", limit, window+tol)
-	return err
+	return nil
 }
 
 // grid cuts the limiter's timeline into windows of w nanoseconds. phase
@@ -313,6 +313,34 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 		f.count1(s, t, b.n)
 	}
 	s.floor = max(s.floor, s.ahead[len(s.ahead)-1].slot)
+}
+
+// settle adjusts the count of the booking's window while it is the
+// cursor's, giving back no more than it holds; a give-back to an earlier
+// window is moot (no booking can go there again). An excess on a unit in
+// the last tol of the window before the cursor's counts in the cursor's
+// too, and an excess in a window after the cursor's (a state that had
+// forgotten it) counts there like a booking.
+func (f *fixedWindow) settle(s *fixedState, now int64, c claim, delta int64, latest, stale bool) {
+	if i := s.find(c.seq); i >= 0 && !stale && c.n > 0 {
+		// A later pause lays out what is really sent; no booking holds
+		// more than a window (the layout needs each to fit in one).
+		s.ahead[i].n = min(max(s.ahead[i].n+delta, 0), f.limit)
+	}
+	switch j := f.g.index(c.slot); {
+	case j > s.idx && delta > 0:
+		f.count1(s, c.slot, delta)
+	case j == s.idx && delta > 0:
+		f.count1(s, c.slot, delta)
+	case j == s.idx && !stale:
+		back := min(-delta, s.cnt)
+		s.cnt -= back
+		if f.inTail(c.slot) {
+			s.spill -= min(back, s.spill)
+		}
+	case j == s.idx-1 && delta > 0 && f.inTail(c.slot):
+		s.cnt += delta
+	}
 }
 
 func (f *fixedWindow) pushed(s *fixedState, now int64) []aheadEntry {

@@ -13,6 +13,71 @@ type gcra struct {
 type gcraState struct {
 	tat   int64
 	floor int64 // set by raise: give never takes tat below it
+	adj   int64 // the net change settles made to tat; undo is kept net of it
+
+	// What a settle may give back (see settle). A booking's slack is how
+	// far tat lay past its slot when it was made (tat before it minus its
+	// slot, at least 0); every give-back since lowers it by as much. A
+	// booking of slack 0 (one that waited for its own slot, or came after
+	// an idle stretch) starts a new run: the bookings before it (seq
+	// below cut) give back nothing. The others of the run are kept in
+	// slack, oldest first, as levels (slack plus gone when recorded), so
+	// that a give-back is one addition: a booking's slack now is at least
+	// its level minus gone (later bookings' give-backs count too, which
+	// only gives back less).
+	cut   uint64
+	gone  int64 // all that settles have given back, in nanoseconds of tat
+	slack []slackEntry
+}
+
+// slackEntry is a booking's slack as a level (see gcraState).
+type slackEntry struct {
+	seq   uint64
+	level int64
+}
+
+// maxSlack bounds the slack entries a key keeps: the bookings made
+// between a booking and its settle (those in flight, for a saturated
+// key). Past it the oldest entry goes and the bookings before it give
+// back nothing, which only gives back less. A key keeps entries only
+// while its run has slack, so a fresh or idle key keeps none and
+// allocates nothing (Allow goal); a saturated one keeps up to 1 KiB.
+const maxSlack = 64
+
+// pushSlack records the slack of booking seq. Entries at as high a level
+// or higher say nothing more than it does, for the bookings before them.
+func (s *gcraState) pushSlack(seq uint64, slack int64) {
+	if slack <= 0 {
+		s.cut, s.slack = seq, s.slack[:0]
+		return
+	}
+	level := slack + s.gone
+	for len(s.slack) > 0 && s.slack[len(s.slack)-1].level >= level {
+		s.slack = s.slack[:len(s.slack)-1]
+	}
+	if len(s.slack) == maxSlack {
+		s.cut = max(s.cut, s.slack[0].seq)
+		s.slack = append(s.slack[:0], s.slack[1:]...)
+	}
+	s.slack = append(s.slack, slackEntry{seq: seq, level: level})
+}
+
+// slackAfter returns the least slack of the bookings made after seq, or
+// -1 when none is on record.
+func (s *gcraState) slackAfter(seq uint64) int64 {
+	if seq < s.cut {
+		return 0
+	}
+	least := int64(-1)
+	for _, e := range s.slack {
+		if e.seq > seq && (least < 0 || e.level < least) {
+			least = e.level
+		}
+	}
+	if least < 0 {
+		return -1
+	}
+	return max(least-s.gone, 0)
 }
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
@@ -21,13 +86,14 @@ func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
-func (g *gcra) book(s *gcraState, now, slot int64, n int, _ uint64, tally bool) (undo int64, remaining int) {
+func (g *gcra) book(s *gcraState, now, slot int64, n int, seq uint64, tally bool) (undo int64, remaining int) {
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*g.interval
+	s.pushSlack(seq, max(before-slot, 0))
 	if !tally {
-		return before, 0
+		return before - s.adj, 0
 	}
-	return before, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
+	return before - s.adj, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
 }
 
 func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
@@ -43,8 +109,50 @@ func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
 // pushed past tat, or when two earlier bookings are cancelled in turn.
 func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) {
 	if latest {
-		s.tat = max(min(s.tat, c.undo+moved), s.floor)
+		s.tat = max(min(s.tat, c.undo+s.adj+moved), s.floor)
 	}
+}
+
+// settle charges an excess by moving tat later by its cost, which is
+// never less than what the excess adds to the tat of the actual usage
+// (for a claim of nothing, booked by ReserveParts at cost 0, tat is
+// first taken to its slot, as a booking would).
+//
+// A give-back of r units moves tat earlier by r intervals, which is
+// exact for the units: tat is the latest, over the bookings j, of
+// slot_j plus the cost of the units of j and after, and the give-back
+// lowers every term up to this booking by r intervals. The terms of the
+// bookings after it stay, so tat may only go as far back as the least
+// slack among them (how far tat lay past their slot when they were
+// made, less the give-backs since): a booking that waited for its slot,
+// or began a new run after an idle stretch (slack 0), keeps what lies
+// before it. The latest booking gives back in full. The floor set by
+// raise still holds.
+func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, stale bool) {
+	before := s.tat
+	switch {
+	case delta > 0 && stale:
+		s.tat = max(s.tat, now) + delta*g.interval // the dropped tat lay no later than now
+	case delta > 0 && c.n == 0:
+		// A claim of nothing (a part of ReserveParts of cost 0) is booked
+		// only now, as the key's latest booking (c.seq is new): tat goes
+		// to its slot first, as a booking's would, and the bookings
+		// before it can give back no more than its slack.
+		s.tat = max(s.tat, c.slot) + delta*g.interval
+		s.pushSlack(c.seq, max(before-c.slot, 0))
+	case delta > 0:
+		s.tat += delta * g.interval // tat already lies past the booking's slot
+	case stale:
+		return
+	default:
+		back := -delta * g.interval
+		if least := s.slackAfter(c.seq); least >= 0 && !latest {
+			back = min(back, least)
+		}
+		s.tat = max(s.tat-back, s.floor)
+		s.gone += before - s.tat
+	}
+	s.adj += s.tat - before
 }
 
 func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }

@@ -18,6 +18,27 @@ type Deferrer interface {
 	ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error)
 }
 
+// PartsReserver is implemented by limiters made of parts, [All] and
+// [Route] over it, that can book a different cost on each part, at one
+// common slot, all or nothing: 1 request of a requests-per-minute limit,
+// its input estimate of an input-tokens limit and its max_tokens of an
+// output-tokens limit, say. Settle the Reservation with one actual cost
+// per part once they are known (see [Reservation.Settle]).
+//
+// costs[i] goes to All's i-th argument, in the order All was given them.
+// A part that is itself an All or a Route takes costs[i] on every
+// limiter inside it; parts are not flattened, so len(costs) is always
+// the number of All's arguments, and a Reservation's Settle takes as
+// many values. A limiter found in several parts is booked once, with the
+// largest of their costs. A cost of 0 takes nothing from that part and
+// does not hold the slot back; a Settle with a positive actual for it is
+// still charged at the slot, except on a part from outside this package,
+// which is not booked at all and is charged nothing. A cost must not be
+// negative, and at least one must be positive.
+type PartsReserver interface {
+	ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*Reservation, error)
+}
+
 // Inspector is implemented by limiters that can report what they hold for
 // a key without taking anything: for a debug endpoint, a log line or a
 // metric. Inspect is cheap and never blocks for long; on a key the

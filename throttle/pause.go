@@ -23,12 +23,12 @@ type pauseState struct {
 // pause before, when slot-s > since-prior: its slot in the schedule's
 // own terms lay after the pause's start.
 //
-// marks keeps only the pauses that can still decide that, oldest first:
-// a pause whose since-prior is no greater than a later one's is dropped,
-// since every booking that later pause saw ahead, the earlier one saw
-// ahead too. So prior rises and since-prior falls along marks. It holds
-// more than one mark only while pauses overlap and each moves the
-// schedule by more than the time since the last (maxMarks bounds it).
+// marks keeps the pauses oldest first, so prior rises along it. A pause
+// is kept even when a later one saw ahead every booking it saw ahead: a
+// booking that the earlier one found due stays where that one found it
+// (u + its prior), which the later one cannot tell (u + a larger prior
+// would put it later than it was sent, and a settle in the wrong window).
+// maxMarks bounds it.
 type pauseMark struct {
 	since int64 // when the pause began
 	prior int64 // shifted as it was before it
@@ -51,9 +51,6 @@ func (p *pauseState) start(now, end int64) (by int64) {
 		return 0
 	}
 	m := pauseMark{since: now, prior: p.shifted}
-	for len(p.marks) > 0 && p.marks[len(p.marks)-1].start() <= m.start() {
-		p.marks = p.marks[:len(p.marks)-1]
-	}
 	if len(p.marks) == maxMarks {
 		p.marks = append(p.marks[:0], p.marks[1:]...)
 	}
@@ -66,18 +63,14 @@ func (p *pauseState) start(now, end int64) (by int64) {
 func (m pauseMark) start() int64 { return m.since - m.prior }
 
 // moved returns where a unit booked at slot, when the schedule had moved
-// by shifted, lies now. The first pause after the booking that marks
-// keeps has the latest start among all the pauses since (in the
-// schedule's own terms): if the unit was not ahead of it, a pause found
-// it due, and it lies no later than that pause's start.
+// by shifted, lies now: the first pause after the booking that found it
+// due left it where it was then, and a unit no pause found due moved by
+// every pause since.
 func (p *pauseState) moved(slot, shifted int64) int64 {
 	u := slot - shifted
 	for _, m := range p.marks {
-		if m.prior >= shifted {
-			if u <= m.start() {
-				return u + m.prior
-			}
-			break
+		if m.prior >= shifted && u <= m.start() {
+			return u + m.prior
 		}
 	}
 	return u + p.shifted

@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +23,21 @@ type Booking interface {
 	// called at most once, with a context that is not cancelled.
 	Cancel(ctx context.Context) error
 }
+
+// Settler is implemented by a [Booking] that can settle its units to
+// what the call really cost (see [Reservation.Settle]). actual holds one
+// value per part: one for a Reservation from Reserve, len(costs) for one
+// from [PartsReserver.ReserveParts]. Reservation.Settle checks that
+// there is at least one value and that none is negative, and calls it at
+// most once; the Settler checks the count against its parts.
+type Settler interface {
+	Settle(ctx context.Context, actual []int) error
+}
+
+// ErrNoSettle reports that a reservation's [Booking], from a limiter
+// outside this package, does not implement [Settler]: its units stay
+// booked at the estimate.
+var ErrNoSettle = errors.New("throttle: the limiter cannot settle this reservation")
 
 // NewReservation returns an OK Reservation for units held by b: they are
 // the caller's after delay, and remaining units of the budget are left
@@ -55,10 +72,19 @@ type Reservation struct {
 	// report 0.
 	Remaining int
 
-	key     string      // for errors; empty for limiters outside this package
-	booking Booking     // nil when refused
-	done    atomic.Bool // set once Cancel has run or Wait has returned the units
+	key     string       // for errors; empty for limiters outside this package
+	booking Booking      // nil when refused
+	state   atomic.Int32 // open, then used, cancelled or settled (used may become settled)
 }
+
+// The states of a Reservation: Cancel acts only on an open one, Settle on
+// an open or used one.
+const (
+	open      int32 = iota
+	used            // Wait returned the units: nothing to give back
+	cancelled       // Cancel gave the units back
+	settled         // Settle ran
+)
 
 // Wait sleeps until the units are the caller's, following any pause of
 // the key learned while it sleeps. It never sleeps just to fail: if the
@@ -90,7 +116,7 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 	for {
 		d := r.booking.Until()
 		if d <= 0 {
-			r.done.Store(true) // the slot is the caller's: nothing to give back
+			r.state.CompareAndSwap(open, used) // the slot is the caller's: nothing to give back
 			return nil
 		}
 		if left, ok := timeLeft(ctx); ok && left < d {
@@ -129,16 +155,72 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if !r.OK || r.booking == nil || !r.done.CompareAndSwap(false, true) {
+	if !r.OK || r.booking == nil || !r.state.CompareAndSwap(open, cancelled) {
 		return nil
 	}
 	return r.booking.Cancel(ctx)
+}
+
+// Settle tells the limiter what the call really cost, once it is known
+// (usually after the response, long after the slot): one value for a
+// Reservation from Reserve, which applies to every part of an [All], or
+// one per part, in order, for one from [PartsReserver.ReserveParts].
+//
+// A part whose actual is smaller gives the difference back, as far as
+// that keeps every interval within the limiter's bound given what was
+// really used (the guarantee Cancel keeps); a larger one is charged the
+// excess. Either way the units count at the booking's own slot and
+// window, never at the time of the settle: a TokenBucket or LeakyBucket
+// gives back in full while no booking after this one relies on the units
+// (see [TokenBucket]); a FixedWindow or SlidingWindowCounter adjusts the
+// booking's window while it is still counted, the current one (or the
+// one before, for the counter), and a SlidingWindow adjusts its log at
+// the slot.
+//
+// The first Settle wins: later calls do nothing and return nil, and so
+// does Settle on a refused or cancelled reservation. After Settle, Cancel
+// does nothing. A reservation never settled keeps its estimate.
+//
+// It returns an error, and changes nothing, when the number of values is
+// wrong or one is negative. An actual larger than a part could ever
+// admit at once is still charged, since the call has happened, and the
+// error returned wraps [ErrExceedsCapacity]. A Booking from outside this
+// package that is not a [Settler] gives [ErrNoSettle].
+func (r *Reservation) Settle(ctx context.Context, actual ...int) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if !r.OK || r.booking == nil {
+		return nil
+	}
+	if p, ok := r.booking.(interface{ parts() int }); ok && len(actual) != p.parts() {
+		return fmt.Errorf("throttle: Settle needs %d actual costs, one per part, got %d", p.parts(), len(actual))
+	}
+	if len(actual) == 0 {
+		return errors.New("throttle: Settle needs an actual cost")
+	}
+	for i, a := range actual {
+		if a < 0 {
+			return fmt.Errorf("throttle: Settle's actual cost of part %d must not be negative, got %d", i, a)
+		}
+	}
+	st, ok := r.booking.(Settler)
+	if !ok {
+		return ErrNoSettle
+	}
+	if !r.state.CompareAndSwap(open, settled) && !r.state.CompareAndSwap(used, settled) {
+		return nil // settled before, or cancelled
+	}
+	return st.Settle(ctx, actual)
 }
 
 // holder is a key's state as seen from a claim on it.
 type holder interface {
 	until(c *claim) time.Duration
 	give(c *claim)
+	// settle charges or gives back the difference between actual and
+	// c.n, at c's slot; it reports an actual above the limiter's capacity.
+	settle(c *claim, actual int) error
 }
 
 // claim is the Booking of the built-in limiters: n units of one key of
@@ -161,11 +243,56 @@ func (c *claim) Cancel(context.Context) error {
 	return nil
 }
 
+// parts returns how many actual costs Settle takes.
+func (c *claim) parts() int { return 1 }
+
+// Settle implements [Settler].
+func (c *claim) Settle(_ context.Context, actual []int) error {
+	return c.key.settle(c, actual[0])
+}
+
 // allBooking is the Booking of [All]: claims on the built-in parts, all at
 // one slot, and reservations from the parts outside this package.
+// claimParts[i] and foreignPart[i] say which of All's arguments a claim
+// or a foreign reservation stands for, for Settle; nparts is how many
+// arguments took a cost of their own (0 when Reserve gave one n to all).
 type allBooking struct {
-	claims  []claim
-	foreign []*Reservation
+	claims      []claim
+	claimParts  [][]int
+	foreign     []*Reservation
+	foreignPart []int
+	nparts      int
+}
+
+// parts returns how many actual costs Settle takes.
+func (b *allBooking) parts() int { return max(b.nparts, 1) }
+
+// Settle implements [Settler]. A built-in limiter in several parts is
+// settled to the largest of their actual costs, as it was booked at the
+// largest of their costs.
+func (b *allBooking) Settle(ctx context.Context, actual []int) error {
+	pick := func(parts ...int) int {
+		if b.nparts == 0 {
+			return actual[0]
+		}
+		a := 0
+		for _, p := range parts {
+			a = max(a, actual[p])
+		}
+		return a
+	}
+	var errs []error
+	for i := range b.claims {
+		if err := b.claims[i].key.settle(&b.claims[i], pick(b.claimParts[i]...)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, r := range b.foreign {
+		if err := r.Settle(ctx, pick(b.foreignPart[i])); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Until implements [Booking]: the longest wait among the parts.

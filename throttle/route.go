@@ -17,8 +17,8 @@ type router struct {
 // should return the same Limiter for a key each time; when it returns nil,
 // Reserve fails.
 //
-// The returned Limiter also implements [Pauser], [Allower], [Deferrer] and
-// [Inspector], passing them to the picked Limiter when it has them. Inside [All], a Route over
+// The returned Limiter also implements [Pauser], [Allower], [Deferrer],
+// [PartsReserver] and [Inspector], passing them to the picked Limiter when it has them. Inside [All], a Route over
 // this package's limiters is booked atomically with the other parts.
 func Route(pick func(key string) Limiter) Limiter {
 	if pick == nil {
@@ -78,6 +78,23 @@ func (r *router) ReserveAfter(ctx context.Context, key string, n int, after, max
 		return d.ReserveAfter(ctx, key, n, after, maxWait)
 	}
 	return l.Reserve(ctx, key, n, maxWait)
+}
+
+// ReserveParts implements [PartsReserver] when the picked Limiter does.
+// A picked Limiter without it takes a single cost through Reserve, and
+// refuses more than one with an error.
+func (r *router) ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*Reservation, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := l.(PartsReserver); ok {
+		return p.ReserveParts(ctx, key, costs, maxWait)
+	}
+	if len(costs) != 1 {
+		return nil, fmt.Errorf("throttle: the Limiter Route picked for key %q has one part, got %d costs", key, len(costs))
+	}
+	return l.Reserve(ctx, key, costs[0], maxWait)
 }
 
 // Inspect implements [Inspector]. A key whose Limiter cannot be inspected

@@ -221,6 +221,44 @@ func (l *slidingLog) give(s *logState, now int64, b claim, moved int64, latest b
 	}
 }
 
+// settle removes units from the log at the booking's slot, or adds the
+// excess there: the log then holds what was really used. Removing units
+// never raises the count of any interval, whether or not later bookings
+// exist (see give).
+func (l *slidingLog) settle(s *logState, now int64, b claim, delta int64, latest, stale bool) {
+	switch {
+	case delta < 0 && !stale:
+		b.n = int(-delta)
+		l.give(s, now, b, 0, latest)
+	case delta > 0:
+		l.add(s, b.slot, delta)
+	}
+}
+
+// add counts n more units at slot, in slot order: in its run, or in a
+// new run of their own.
+func (l *slidingLog) add(s *logState, slot, n int64) {
+	runs := s.runs()
+	i := firstAfter(runs, slot)
+	if i > 0 && runs[i-1].at == slot {
+		for j := i - 1; j < len(runs); j++ {
+			runs[j].cum += n
+		}
+		return
+	}
+	before := s.base
+	if i > 0 {
+		before = runs[i-1].cum
+	}
+	s.push(logRun{}) // room for one more run; buf may move
+	k := s.head + i
+	copy(s.buf[k+1:], s.buf[k:])
+	s.buf[k] = logRun{at: slot, cum: before}
+	for j := k; j < len(s.buf); j++ {
+		s.buf[j].cum += n
+	}
+}
+
 func (l *slidingLog) due(s *logState, c *claim, slot int64) int64 { return slot }
 
 // shift moves every run after now later by d. A unit due exactly now is

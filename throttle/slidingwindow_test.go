@@ -252,8 +252,8 @@ func TestWindowedValidation(t *testing.T) {
 		{name: "negative limit", giveLimit: -3, giveWindow: time.Second, wantErr: "limit must be at least 1, got -3"},
 		{name: "zero window", giveLimit: 1, giveWindow: 0, wantErr: "window must be positive, got 0s"},
 		{name: "negative window", giveLimit: 1, giveWindow: -time.Second, wantErr: "window must be positive, got -1s"},
-		{name: "overflow", giveLimit: math.MaxInt32, giveWindow: 24 * time.Hour * 365, wantErr: "limit 2147483647 × 8760h0m0s is too long a span"},
-		{name: "window too long", giveLimit: 1, giveWindow: time.Duration(math.MaxInt64/8 + 1), wantErr: "limit 1 × 320255h58m24.606846976s is too long a span"},
+		{name: "window too long", giveLimit: 1, giveWindow: time.Duration(math.MaxInt64/8 + 1), wantErr: "window 320255h58m24.606846976s is too long"},
+		{name: "window plus tolerance too long", giveLimit: 1, giveWindow: time.Duration(math.MaxInt64 / 8), giveOpts: []throttle.Option{throttle.WithTolerance(time.Second)}, wantErr: "plus tolerance 1s is too long"},
 		{name: "negative tolerance", giveLimit: 1, giveWindow: time.Second, giveOpts: []throttle.Option{throttle.WithTolerance(-1)}, wantErr: "WithTolerance must not be negative, got -1ns"},
 	}
 	for _, lt := range windowedLimiters {
@@ -505,5 +505,39 @@ func TestWindowedAllowIsLimited(t *testing.T) {
 			_, err = throttle.Allow(context.Background(), l, "k", 4)
 			assert.True(t, errors.Is(err, throttle.ErrExceedsCapacity))
 		})
+	}
+}
+
+// TestWindowedLargeLimits checks that daily limits far above limit×window
+// in int64 nanoseconds are accepted and counted exactly: the whole limit
+// fits in one day, and one unit more is refused until the next.
+func TestWindowedLargeLimits(t *testing.T) {
+	day := 24 * time.Hour
+	tests := []struct {
+		name      string
+		giveLimit int
+	}{
+		{name: "100 000 a day", giveLimit: 100_000},
+		{name: "a million a day", giveLimit: 1_000_000},
+		{name: "a billion a day", giveLimit: 1_000_000_000},
+	}
+	for _, lt := range windowedLimiters {
+		for _, tt := range tests {
+			t.Run(lt.name+"/"+tt.name, func(t *testing.T) {
+				clk := newManualClock()
+				l, err := lt.build(tt.giveLimit, day, throttle.WithClock(clk.Now))
+				require.NoError(t, err)
+				ctx := context.Background()
+				r, err := l.Reserve(ctx, "k", tt.giveLimit, 0)
+				require.NoError(t, err)
+				assert.True(t, r.OK, "the whole limit at once")
+				clk.Advance(day / 2)
+				r, err = l.Reserve(ctx, "k", 1, 0)
+				require.NoError(t, err)
+				assert.False(t, r.OK, "one more unit the same day")
+				assert.Positive(t, r.Delay)
+				assert.LessOrEqual(t, r.Delay, day)
+			})
+		}
 	}
 }

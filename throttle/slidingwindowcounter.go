@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"math/bits"
 	"time"
 )
 
@@ -108,8 +109,7 @@ func (c *slidingCounter) used(s *counterState, t int64) int64 {
 func (c *slidingCounter) estimate(s *counterState, j, t int64) int64 {
 	cur, prev := c.counts(s, j)
 	rest := c.g.w - 1 - max(t-c.start(s, j), 0)
-	// No overflow: prev×rest < limit×w, which checkWindow bounds.
-	return cur + (prev*rest+c.g.w-1)/c.g.w
+	return cur + mulDivUp(prev, rest, c.g.w)
 }
 
 func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) int64 {
@@ -125,7 +125,7 @@ func (c *slidingCounter) earliest(s *counterState, now, from int64, n int) int64
 			return t // n fits anywhere in window j
 		}
 		// n fits at e when prev×(w-1-e) <= room×w.
-		e := c.g.w - 1 - room*c.g.w/prev
+		e := c.g.w - 1 - mulDiv(room, c.g.w, prev)
 		return max(t, c.start(s, j)+e)
 	}
 }
@@ -154,6 +154,26 @@ func (c *slidingCounter) give(s *counterState, now int64, b claim, moved int64, 
 		return
 	}
 	s.cur -= min(int64(b.n), s.cur)
+}
+
+// settle adjusts the count of the booking's window while the counters
+// hold it: the cursor's window or the one before. An excess in a window
+// after the cursor's (a state that had forgotten the booking) counts
+// there like a booking.
+func (c *slidingCounter) settle(s *counterState, now int64, b claim, delta int64, latest, stale bool) {
+	if delta < 0 && stale {
+		return
+	}
+	switch j := c.index(s, b.slot); {
+	case j == s.idx:
+		s.cur = max(s.cur+delta, 0)
+	case j == s.idx-1:
+		s.prev = max(s.prev+delta, 0)
+	case j == s.idx+1 && delta > 0:
+		s.idx, s.prev, s.cur = j, s.cur, delta
+	case j > s.idx+1 && delta > 0:
+		s.idx, s.prev, s.cur = j, 0, delta
+	}
 }
 
 func (c *slidingCounter) due(s *counterState, b *claim, slot int64) int64 { return slot }
@@ -220,3 +240,22 @@ func (w *SlidingWindowCounter) Inspect(ctx context.Context, key string) (KeyStat
 }
 
 func (w *SlidingWindowCounter) engine() keyLocker { return w.e }
+
+// mulDiv returns ⌊a×b/c⌋ for a, b ≥ 0 and c > 0 with a×b/c < 2^63, in
+// 128 bits: limit × window overflows int64 for a daily limit above about
+// 100 000.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
+}
+
+// mulDivUp returns ⌈a×b/c⌉, with mulDiv's conditions.
+func mulDivUp(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r > 0 {
+		q++
+	}
+	return int64(q)
+}

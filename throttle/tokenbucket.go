@@ -15,7 +15,16 @@ import (
 //
 // Unlike x/time/rate, it reads the clock while the key is locked, so a
 // caller holding a stale time can never move a bucket backwards and
-// over-admit. A TokenBucket is safe for concurrent use.
+// over-admit.
+//
+// [Reservation.Settle] gives back a booking's unused units in full while
+// no later booking relies on them: the key's latest booking always, and
+// an earlier one as far as the bookings after it were granted ahead of
+// their slot (they did not wait for its units). Units a bucket refilled
+// during an idle stretch after the booking are not given back twice. An
+// excess is always charged in full. The same rules hold for [LeakyBucket].
+//
+// A TokenBucket is safe for concurrent use.
 type TokenBucket struct {
 	e     *engine[gcraState, *gcra]
 	rate  Rate
