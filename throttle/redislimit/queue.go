@@ -32,6 +32,13 @@ const DefaultRenewEvery = 500 * time.Millisecond
 // queueConfig is what the Queue's options set.
 type queueConfig struct {
 	lease, every time.Duration
+	manual       bool // test-only: no renewal goroutine; see withoutRenewals
+}
+
+// withoutRenewals has a Queue renew only when a test calls renew, so that
+// tests on frozen time decide when leases are renewed.
+func withoutRenewals() Option {
+	return option{"withoutRenewals", false, func(c *config) { c.queue.manual = true }}
 }
 
 // WithLease sets how long a [Queue]'s permits and places in line last in
@@ -224,7 +231,11 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 	tag := q.client.prefix + "{" + name + "}:queue:"
 	q.keys = []string{tag + "holders", tag + "line", tag + "waitexp", tag + "meta"}
 	q.renewedAt = q.client.now()
-	go q.renewLoop()
+	if cfg.queue.manual {
+		close(q.done)
+	} else {
+		go q.renewLoop()
+	}
 	return q, nil
 }
 
