@@ -223,7 +223,7 @@ func runWorker(ctx context.Context, mode, addr, url string, d time.Duration, gs 
 }
 
 // runChaos runs the shared queue with 4 workers, each SIGKILLed at
-// random (1–3 s of life) and restarted, and restarts Redis once midway.
+// random (2–6 s of life) and restarted, and restarts Redis once midway.
 func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, port int) error {
 	if err := fresh(addr, true); err != nil {
 		return err
@@ -237,7 +237,7 @@ func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, po
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				life := time.Duration(1000+rand.IntN(2000)) * time.Millisecond
+				life := time.Duration(2000+rand.IntN(4000)) * time.Millisecond
 				lctx, stop := context.WithTimeout(ctx, life)
 				_, err := runWorker(lctx, "shared", addr, url, time.Hour, goroutines)
 				stop()
@@ -249,6 +249,8 @@ func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, po
 			}
 		}()
 	}
+	watched := make(chan reclaims, 1)
+	go func() { watched <- watch(ctx, addr) }()
 	time.Sleep(d / 2)
 	rs.stop()
 	var err error
@@ -259,12 +261,63 @@ func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, po
 	}
 	fmt.Println("redis restarted (data lost)")
 	wg.Wait()
-	fmt.Printf("chaos %v: %d workers SIGKILLed, served %d, upstream max concurrency %d (limit %d), 429s %d\n",
+	rc := <-watched
+	fmt.Printf("chaos %v: %d workers SIGKILLed, %d cycles, upstream max concurrency %d (limit %d), 429s %d\n",
 		d, kills.Load(), up.served.Load(), up.most.Load(), limit, up.refused.Load())
+	fmt.Printf("permits that expired (their holder was killed): %d; back in the fleet at most %v after their holder's last renewal (polled every %v)\n",
+		rc.n, rc.most, pollEvery)
 	if up.most.Load() > limit {
 		return errors.New("the upstream saw more than the limit")
 	}
 	return nil
+}
+
+// pollEvery is how often watch reads the holders.
+const pollEvery = 20 * time.Millisecond
+
+// reclaims is what watch saw: how many permits left by expiry, and the
+// longest time from a holder's last renewal to its permit's return.
+type reclaims struct {
+	n    int
+	most time.Duration
+}
+
+// watch polls the shared queue's holders (id -> expiry, server µs). A
+// permit that leaves at or after its expiry was purged, not released:
+// its holder stopped renewing, at its last renewal at the earliest
+// (expiry − lease), so it came back at most now − (expiry − lease) after
+// its holder died.
+func watch(ctx context.Context, addr string) reclaims {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	key := redislimit.DefaultPrefix + "{upstream}:queue:holders"
+	last := map[string]int64{}
+	var rc reclaims
+	for ctx.Err() == nil {
+		time.Sleep(pollEvery)
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			continue
+		}
+		zs, err := rdb.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil {
+			continue
+		}
+		us := now.UnixMicro()
+		seen := map[string]int64{}
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			seen[id] = int64(z.Score)
+		}
+		for id, exp := range last {
+			if _, ok := seen[id]; !ok && us >= exp {
+				rc.n++
+				rc.most = max(rc.most, time.Duration(us-(exp-redislimit.DefaultLease.Microseconds()))*time.Microsecond)
+			}
+		}
+		last = seen
+	}
+	return rc
 }
 
 // worker runs in a child process.

@@ -55,9 +55,12 @@ local function promote()
   end
   local first = redis.call('ZRANGE', line, 0, free - 1)
   for _, id in ipairs(first) do
+    -- The permit keeps the waiter's lease, which its process renews:
+    -- a waiter whose process died gets no fresh lease with it.
+    local exp = redis.call('ZSCORE', waitexp, id) or until_
     redis.call('ZREM', line, id)
     redis.call('ZREM', waitexp, id)
-    redis.call('ZADD', holders, until_, id)
+    redis.call('ZADD', holders, exp, id)
     redis.call('PUBLISH', channel, 'grant ' .. id)
   end
 end
