@@ -67,9 +67,10 @@ func main() {
 	}
 	d := flag.Duration("d", 10*time.Second, "how long each mode runs")
 	only := flag.String("mode", "", "run only this mode (single, shared, local8 or local2)")
+	life := flag.Duration("life", 4*time.Second, "with -chaos, a worker's mean life before its SIGKILL (uniform in [life/2, 3·life/2])")
 	chaos := flag.Bool("chaos", false, "SIGKILL workers at random and restart Redis once (shared queue only)")
 	flag.Parse()
-	if err := run(*d, *chaos, *only); err != nil {
+	if err := run(*d, *chaos, *only, *life); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -99,7 +100,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 }
 
-func run(d time.Duration, chaos bool, only string) error {
+func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -115,7 +116,7 @@ func run(d time.Duration, chaos bool, only string) error {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 
 	if chaos {
-		return runChaos(d, addr, srv.URL, up, &rs, port)
+		return runChaos(d, life, addr, srv.URL, up, &rs, port)
 	}
 	modes := []struct {
 		mode  string
@@ -223,8 +224,8 @@ func runWorker(ctx context.Context, mode, addr, url string, d time.Duration, gs 
 }
 
 // runChaos runs the shared queue with 4 workers, each SIGKILLed at
-// random (2–6 s of life) and restarted, and restarts Redis once midway.
-func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, port int) error {
+// random (-life) and restarted, and restarts Redis once midway.
+func runChaos(d, mean time.Duration, addr, url string, up *upstream, rs *redisProc, port int) error {
 	if err := fresh(addr, true); err != nil {
 		return err
 	}
@@ -237,7 +238,7 @@ func runChaos(d time.Duration, addr, url string, up *upstream, rs *redisProc, po
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				life := time.Duration(2000+rand.IntN(4000)) * time.Millisecond
+				life := mean/2 + rand.N(mean)
 				lctx, stop := context.WithTimeout(ctx, life)
 				_, err := runWorker(lctx, "shared", addr, url, time.Hour, goroutines)
 				stop()

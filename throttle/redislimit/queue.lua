@@ -125,8 +125,9 @@ if op == 'renew' then
   -- ARGV[6] the number of held ids, then the held ids, then the waiting
   -- ids. Every one gets a new lease. While the queue is new (after Redis
   -- lost its data), a held id that is gone is claimed back, since its
-  -- request is running. Later, a gone id stays gone: it was released
-  -- after this call was sent, or its lease ran out.
+  -- request is running, and a waiting id that is gone joins the line
+  -- again. Later, a gone id stays gone: it was released after this call
+  -- was sent, or its lease ran out.
   -- Reply: for each id, 1 holding, 2 waiting, 0 gone.
   local nheld = tonumber(ARGV[6])
   local out = {}
@@ -142,6 +143,10 @@ if op == 'renew' then
   for i = 7 + nheld, #ARGV do
     local id = ARGV[i]
     if redis.call('ZSCORE', line, id) then
+      redis.call('ZADD', waitexp, until_, id)
+    elseif not warm and not redis.call('ZSCORE', holders, id) then
+      -- Redis lost the line: join it again, in the order renewals come.
+      redis.call('ZADD', line, redis.call('HINCRBY', meta, 'seq', 1), id)
       redis.call('ZADD', waitexp, until_, id)
     end
   end

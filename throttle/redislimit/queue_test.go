@@ -318,9 +318,10 @@ func TestQueueCancelInLine(t *testing.T) {
 	assert.Equal(t, queue.Stats{}, fleet(t, q))
 }
 
-// When Redis loses its data, holders claim their permits back through
-// their renewals during the lease of grace, and nobody else is granted
-// one meanwhile: the bound holds across the loss.
+// When Redis loses its data, holders claim their permits back and
+// waiters their places through their renewals during the lease of grace,
+// and nobody is granted a permit meanwhile: the bound holds across the
+// loss.
 func TestQueueDataLossKeepsBound(t *testing.T) {
 	srv := startRedis(t)
 	c := newClock(0)
@@ -332,22 +333,41 @@ func TestQueueDataLossKeepsBound(t *testing.T) {
 	require.NoError(t, err)
 	r2, err := holders.Acquire(context.Background())
 	require.NoError(t, err)
+	first := acquireAsync(t, context.Background(), other, 1)
 	require.NoError(t, rdb.FlushAll(context.Background()).Err())
 
-	w := acquireAsync(t, context.Background(), other, 1) // queued: a lease of grace began
 	c.advance(testLease / 2)
-	holders.renew(context.Background())
+	holders.renew(context.Background()) // a lease of grace begins
 	other.renew(context.Background())
 	assert.Equal(t, queue.Stats{InFlight: 2, Waiting: 1}, fleet(t, other))
-	c.advance(testLease / 2) // the grace is over
-	other.renew(context.Background())
-	assert.Equal(t, queue.Stats{InFlight: 2, Waiting: 1}, fleet(t, other), "granted past the claimed permits")
+	second := acquireAsync(t, context.Background(), other, 2)
+	for range 2 { // and ends
+		c.advance(testLease / 2)
+		holders.renew(context.Background())
+		other.renew(context.Background())
+	}
+	assert.Equal(t, queue.Stats{InFlight: 2, Waiting: 2}, fleet(t, other), "granted past the claimed permits")
 	r1()
-	a := <-w
+	a := receive(t, first)
 	require.NoError(t, a.err)
-	a.release()
 	r2()
+	b := receive(t, second)
+	require.NoError(t, b.err)
+	a.release()
+	b.release()
 	assert.Equal(t, queue.Stats{}, fleet(t, other))
+}
+
+// receive returns what ch brings, failing the test after 5 s.
+func receive(t *testing.T, ch <-chan acquired) acquired {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(5 * time.Second):
+		t.Fatal("no grant")
+		return acquired{}
+	}
 }
 
 func TestQueueFailurePolicy(t *testing.T) {
