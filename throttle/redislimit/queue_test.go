@@ -563,3 +563,43 @@ type nopLimiter struct{}
 func (nopLimiter) Reserve(context.Context, string, int, time.Duration) (*throttle.Reservation, error) {
 	return nil, errors.New("not called")
 }
+
+// On a three-node cluster, a queue's keys share one slot, and a waiter
+// on another client is woken through the cluster's pub/sub.
+func TestQueueCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	rdb := startCluster(t)
+	other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rdb.Options().Addrs})
+	t.Cleanup(func() { _ = other.Close() })
+	c := newClock(0)
+	tests := []string{"a", "b", "api.example.com"}
+	for _, name := range tests {
+		t.Run(name, func(t *testing.T) {
+			q, err := NewQueue(rdb, name, 1, 1, c.option(), withoutRenewals(), WithLease(testLease), WithRenewEvery(testLease/4))
+			require.NoError(t, err)
+			w, err := NewQueue(other, name, 1, 1, c.option(), withoutRenewals(), WithLease(testLease), WithRenewEvery(testLease/4))
+			require.NoError(t, err)
+			closeAll(t, q, w)
+			_, err = q.FleetStats(context.Background())
+			require.NoError(t, err)
+			warm(c)
+			want, err := rdb.ClusterKeySlot(context.Background(), q.keys[0]).Result()
+			require.NoError(t, err)
+			for _, k := range q.keys[1:] {
+				got, err := rdb.ClusterKeySlot(context.Background(), k).Result()
+				require.NoError(t, err)
+				assert.Equal(t, want, got, k)
+			}
+			holder, err := q.Acquire(context.Background())
+			require.NoError(t, err)
+			res := acquireAsync(t, context.Background(), w, 1)
+			holder()
+			a := receive(t, res) // through pub/sub: w never renews
+			require.NoError(t, a.err)
+			a.release()
+			assert.Equal(t, queue.Stats{}, fleet(t, q))
+		})
+	}
+}
