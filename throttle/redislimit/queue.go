@@ -137,7 +137,7 @@ type Queue struct {
 	closed    bool
 	renewedAt int64 // local ns: the last renewal Redis answered, or had nothing to renew
 
-	inLine    sync.WaitGroup // Acquire calls in line; Add under mu, while !closed
+	calls     sync.WaitGroup // Acquire and TryAcquire calls; Add under mu, while !closed
 	stop      chan struct{}  // closed by Close
 	done      chan struct{}  // closed when the renewal goroutine ends
 	closeOnce sync.Once
@@ -302,6 +302,10 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if !q.enter() {
+		return nil, ErrClosed
+	}
+	defer q.calls.Done()
 	id := q.newID()
 	w := &waiter{ready: make(chan struct{})}
 	q.client.grants.Store(id, w) // before the call: the grant may come first
@@ -333,20 +337,8 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 		return nil, fmt.Errorf("redislimit: unexpected reply to queue acquire: %d", st)
 	}
 	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		q.giveUp(id)
-		return nil, ErrClosed
-	}
 	q.waiting[id] = w
-	q.inLine.Add(1)
 	q.mu.Unlock()
-	return q.wait(ctx, id, w)
-}
-
-// wait waits in line for the permit id, which Close waits for.
-func (q *Queue) wait(ctx context.Context, id string, w *waiter) (func(), error) {
-	defer q.inLine.Done()
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
@@ -370,6 +362,17 @@ func (q *Queue) wait(ctx context.Context, id string, w *waiter) (func(), error) 
 	return q.hold(id), nil
 }
 
+// enter counts a call that Close waits for, unless Close has begun.
+func (q *Queue) enter() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.calls.Add(1)
+	return true
+}
+
 func isClosed(c chan struct{}) bool {
 	select {
 	case <-c:
@@ -384,6 +387,10 @@ func isClosed(c chan struct{}) bool {
 // makes one call to Redis, bounded by [WithTimeout]. When Redis cannot
 // decide, the failure policy answers: ok is false under FailClosed.
 func (q *Queue) TryAcquire() (release func(), ok bool) {
+	if !q.enter() {
+		return nil, false
+	}
+	defer q.calls.Done()
 	id := q.newID()
 	v, err := q.call(context.Background(), "acquire", id, 0, q.m)
 	if err != nil {
@@ -555,7 +562,8 @@ func (q *Queue) renew(ctx context.Context) {
 }
 
 // Close stops the renewals and waits for their goroutine; callers in
-// line fail with [ErrClosed]. Permits still held are no longer renewed,
+// line fail with [ErrClosed], giving their places up, and later calls
+// fail with it too. Permits still held are no longer renewed,
 // and go back to the fleet once their lease runs out: release them
 // before Close. A Queue built without [WithClient] closes its own
 // Client. Close is idempotent.
@@ -566,7 +574,7 @@ func (q *Queue) Close() error {
 		q.closed = true
 		q.mu.Unlock()
 		close(q.stop)
-		q.inLine.Wait()
+		q.calls.Wait()
 		<-q.done
 		if q.own {
 			err = q.client.Close()
