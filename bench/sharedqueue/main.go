@@ -139,6 +139,9 @@ func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 			return err
 		}
 		start := time.Now()
+		wctx, stopWatch := context.WithCancel(context.Background())
+		watched := make(chan reclaims, 1)
+		go func() { watched <- watch(wctx, addr) }()
 		var total result
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -157,6 +160,8 @@ func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 			}()
 		}
 		wg.Wait()
+		stopWatch()
+		rc := <-watched
 		if firstErr != nil {
 			return fmt.Errorf("%s: %w", m.mode, firstErr)
 		}
@@ -170,6 +175,9 @@ func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 			rt = fmt.Sprintf("%.3f", float64(total.RoundTrips)/float64(total.Requests))
 		}
 		fmt.Printf("| %s | %d × %d | %.1f | %.3f | %d | %d | %s |\n", m.mode, m.procs, m.gs, rate, rate/single, up.most.Load(), up.refused.Load(), rt)
+		if m.mode == "shared" {
+			fmt.Printf("  (shared: FIFO: %d grants seen from one poll to the next, %d of them past a waiter still in line ahead; %d permits expired)\n", rc.granted, rc.overtaken, rc.n)
+		}
 		if total.Errors > 0 {
 			fmt.Printf("  (%s: %d local errors)\n", m.mode, total.Errors)
 		}
@@ -267,6 +275,7 @@ func runChaos(d, mean time.Duration, addr, url string, up *upstream, rs *redisPr
 		d, kills.Load(), up.served.Load(), up.most.Load(), limit, up.refused.Load())
 	fmt.Printf("permits that expired (their holder was killed): %d; back in the fleet at most %v after their holder's last renewal (polled every %v)\n",
 		rc.n, rc.most, pollEvery)
+	fmt.Printf("FIFO: %d grants seen from one poll to the next, %d of them past a waiter still in line ahead\n", rc.granted, rc.overtaken)
 	if up.most.Load() > limit {
 		return errors.New("the upstream saw more than the limit")
 	}
@@ -281,6 +290,10 @@ const pollEvery = 20 * time.Millisecond
 type reclaims struct {
 	n    int
 	most time.Duration
+	// granted counts the waiters seen in line at one poll and holding at
+	// the next; overtaken counts those of them granted while a waiter
+	// ahead of them at the first poll was still in line (a FIFO breach).
+	granted, overtaken int
 }
 
 // watch polls the shared queue's holders (id -> expiry, server µs). A
@@ -292,7 +305,9 @@ func watch(ctx context.Context, addr string) reclaims {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
 	key := redislimit.DefaultPrefix + "{upstream}:queue:holders"
+	lineKey := redislimit.DefaultPrefix + "{upstream}:queue:line"
 	last := map[string]int64{}
+	var lastLine []string
 	var rc reclaims
 	for ctx.Err() == nil {
 		time.Sleep(pollEvery)
@@ -304,12 +319,33 @@ func watch(ctx context.Context, addr string) reclaims {
 		if err != nil {
 			continue
 		}
+		line, err := rdb.ZRange(ctx, lineKey, 0, -1).Result()
+		if err != nil {
+			continue
+		}
 		us := now.UnixMicro()
 		seen := map[string]int64{}
 		for _, z := range zs {
 			id, _ := z.Member.(string)
 			seen[id] = int64(z.Score)
 		}
+		inLine := map[string]bool{}
+		for _, id := range line {
+			inLine[id] = true
+		}
+		for i, id := range lastLine {
+			if _, ok := seen[id]; !ok {
+				continue
+			}
+			rc.granted++
+			for _, ahead := range lastLine[:i] {
+				if inLine[ahead] {
+					rc.overtaken++
+					break
+				}
+			}
+		}
+		lastLine = line
 		for id, exp := range last {
 			if _, ok := seen[id]; !ok && us >= exp {
 				rc.n++

@@ -505,7 +505,7 @@ func (q *Queue) renewLoop() {
 // renew extends the lease of every permit and place this process holds,
 // in one call, and wakes the waiters that call finds holding a permit:
 // the backstop for a lost grant message. A waiter whose place is gone,
-// or that Redis has not answered for for a whole lease, fails.
+// or that Redis has not answered for a whole lease, fails.
 func (q *Queue) renew(ctx context.Context) {
 	q.mu.Lock()
 	held := make([]string, 0, len(q.held))
