@@ -33,14 +33,15 @@ redis.call('PEXPIRE', meta, 86400000)
 local warm = now >= born + lease
 
 -- purge drops the holders and waiters whose lease ran out: their process
--- stopped renewing (it died, or lost Redis for a lease).
+-- stopped renewing (it died, or lost Redis for a lease). Its work is the
+-- number dropped, each once.
 local function purge()
   redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-  local gone = redis.call('ZRANGEBYSCORE', waitexp, '-inf', now)
-  if #gone > 0 then
-    redis.call('ZREM', line, unpack(gone))
-    redis.call('ZREM', waitexp, unpack(gone))
+  -- One by one: unpack has a limit, and a line may be long.
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', waitexp, '-inf', now)) do
+    redis.call('ZREM', line, id)
   end
+  redis.call('ZREMRANGEBYSCORE', waitexp, '-inf', now)
 end
 
 -- promote hands free permits to the first waiters, in order, and tells
