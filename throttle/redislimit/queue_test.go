@@ -603,3 +603,39 @@ func TestQueueCluster(t *testing.T) {
 		})
 	}
 }
+
+// A permit handed to a waiter whose process died keeps that waiter's
+// lease: it comes back when the lease the dead process last renewed runs
+// out, not a fresh lease after the hand-over.
+func TestQueueDeadWaiterKeepsItsLease(t *testing.T) {
+	c := newClock(0)
+	q := newTestQueue(t, startRedis(t).client(t), c, 1, 2)
+	warm(c)
+	holder, err := q.Acquire(context.Background())
+	require.NoError(t, err)
+	_, err = q.call(context.Background(), "acquire", "ghost:1", 1, 2) // in line, never renewed
+	require.NoError(t, err)
+	live := acquireAsync(t, context.Background(), q, 2)
+	c.advance(testLease / 2)
+	q.renew(context.Background())
+	holder() // the permit goes to the ghost, first in line
+	require.Equal(t, queue.Stats{InFlight: 1, Waiting: 1}, fleet(t, q))
+
+	tests := []struct {
+		name        string
+		giveAdvance time.Duration
+		wantWaiting int
+	}{
+		{"a microsecond before the ghost's lease ends", testLease/2 - time.Microsecond, 1},
+		{"as it ends", time.Microsecond, 0},
+	}
+	for _, tt := range tests {
+		c.advance(tt.giveAdvance)
+		q.renew(context.Background())
+		assert.Equal(t, queue.Stats{InFlight: 1, Waiting: tt.wantWaiting}, fleet(t, q), tt.name)
+	}
+	a := receive(t, live)
+	require.NoError(t, a.err)
+	a.release()
+	assert.Equal(t, queue.Stats{}, fleet(t, q))
+}
