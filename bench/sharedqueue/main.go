@@ -6,6 +6,11 @@
 //   - shared: redislimit.Queue(8) shared through Redis;
 //   - local8: each process with queue.New(8, …) (over the limit);
 //   - local2: each process with queue.New(2, …) (under-used);
+//   - polling: a redsync-style mutex per permit: each of 8 keys taken
+//     with SET NX PX, tried in turn, and when all are taken, tried again
+//     after 50–250 ms (redsync v4's default retry delay); released by a
+//     compare-and-delete script. Written here after redsync, not the
+//     redsync module itself;
 //   - single: one process of 64 goroutines with queue.New(8, …), the
 //     throughput the shared queue is held to (goal ≥ 0.95×).
 //
@@ -31,6 +36,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,10 +57,11 @@ const (
 
 // result is what a worker reports on stdout.
 type result struct {
-	Requests   int64 `json:"requests"`
-	TooMany    int64 `json:"too_many"`
-	Errors     int64 `json:"errors"`
-	RoundTrips int64 `json:"round_trips"`
+	Requests   int64   `json:"requests"`
+	TooMany    int64   `json:"too_many"`
+	Errors     int64   `json:"errors"`
+	RoundTrips int64   `json:"round_trips"`
+	Waits      []int64 `json:"waits"` // µs from Acquire's call to its return, per request
 }
 
 func main() {
@@ -127,9 +134,10 @@ func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 		{"shared", processes, goroutines},
 		{"local8", processes, goroutines},
 		{"local2", processes, goroutines},
+		{"polling", processes, goroutines},
 	}
 	var single float64
-	fmt.Printf("| mode | processes × goroutines | req/s | vs single | upstream max concurrency | 429s | Redis round trips per request |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| mode | processes × goroutines | req/s | vs single | upstream max concurrency | 429s | Redis round trips per request | wait p50 / p99 / max (ms) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, m := range modes {
 		if only != "" && m.mode != only {
 			continue
@@ -171,10 +179,11 @@ func run(d time.Duration, chaos bool, only string, life time.Duration) error {
 			single = rate
 		}
 		rt := "—"
-		if m.mode == "shared" {
+		if m.mode == "shared" || m.mode == "polling" {
 			rt = fmt.Sprintf("%.3f", float64(total.RoundTrips)/float64(total.Requests))
 		}
-		fmt.Printf("| %s | %d × %d | %.1f | %.3f | %d | %d | %s |\n", m.mode, m.procs, m.gs, rate, rate/single, up.most.Load(), up.refused.Load(), rt)
+		fmt.Printf("| %s | %d × %d | %.1f | %.3f | %d | %d | %s | %.0f / %.0f / %.0f |\n", m.mode, m.procs, m.gs, rate, rate/single, up.most.Load(), up.refused.Load(), rt,
+			total.quantile(0.5), total.quantile(0.99), total.quantile(1))
 		if m.mode == "shared" {
 			fmt.Printf("  (shared: FIFO: %d grants seen from one poll to the next, %d of them past a waiter still in line ahead; %d permits expired)\n", rc.granted, rc.overtaken, rc.n)
 		}
@@ -215,6 +224,17 @@ func (r *result) add(o result) {
 	r.TooMany += o.TooMany
 	r.Errors += o.Errors
 	r.RoundTrips += o.RoundTrips
+	r.Waits = append(r.Waits, o.Waits...)
+}
+
+// quantile returns the q-quantile of the waits, in ms.
+func (r *result) quantile(q float64) float64 {
+	if len(r.Waits) == 0 {
+		return 0
+	}
+	w := slices.Clone(r.Waits)
+	slices.Sort(w)
+	return float64(w[min(len(w)-1, int(q*float64(len(w))))]) / 1000
 }
 
 // runWorker runs one worker process to its end and reads its result.
@@ -380,6 +400,8 @@ func worker() error {
 		}
 		defer q.Close()
 		acquire = q.Acquire
+	case "polling":
+		acquire = pollingAcquire(rdb)
 	case "single", "local8", "local2":
 		n := limit
 		if mode == "local2" {
@@ -404,7 +426,9 @@ func worker() error {
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(end) {
+				began := time.Now()
 				release, err := acquire(context.Background())
+				waited := time.Since(began)
 				if err != nil {
 					mu.Lock()
 					r.Errors++
@@ -419,6 +443,7 @@ func worker() error {
 				}
 				release()
 				mu.Lock()
+				r.Waits = append(r.Waits, waited.Microseconds())
 				r.Requests++
 				if err != nil {
 					r.Errors++
@@ -434,6 +459,37 @@ func worker() error {
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	return json.NewEncoder(w).Encode(r)
+}
+
+// unlock deletes a permit's key only if it still holds the caller's
+// token, as redsync's release does.
+var unlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// pollingAcquire returns the polling mode's acquire: a mutex per permit,
+// polled.
+func pollingAcquire(rdb *redis.Client) func(context.Context) (func(), error) {
+	var next atomic.Int64
+	return func(ctx context.Context) (func(), error) {
+		token := strconv.FormatInt(int64(os.Getpid()), 10) + ":" + strconv.FormatInt(next.Add(1), 10)
+		for {
+			start := rand.IntN(limit)
+			for i := range limit {
+				key := "poll:permit:" + strconv.Itoa((start+i)%limit)
+				ok, err := rdb.SetNX(ctx, key, token, 8*time.Second).Result()
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					return func() { _ = unlock.Run(context.Background(), rdb, []string{key}, token).Err() }, nil
+				}
+			}
+			select {
+			case <-time.After(time.Duration(50+rand.IntN(200)) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
 }
 
 // roundTrips counts the commands a client sends, a pipeline as one.
