@@ -353,11 +353,11 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 		// has ended never goes on; what it was given goes to the next.
 		q.giveUp(id)
 		return nil, ctx.Err()
-	case w.err != nil:
-		return q.fail(ctx, w.err)
 	case !isClosed(w.ready):
 		q.giveUp(id)
 		return nil, ErrClosed
+	case w.err != nil: // read once ready is closed, after lose wrote it
+		return q.fail(ctx, w.err)
 	}
 	return q.hold(id), nil
 }
