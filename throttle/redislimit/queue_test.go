@@ -639,3 +639,42 @@ func TestQueueDeadWaiterKeepsItsLease(t *testing.T) {
 	a.release()
 	assert.Equal(t, queue.Stats{}, fleet(t, q))
 }
+
+// A caller in line whose Queue cannot reach Redis for a whole lease has
+// lost its place: the failure policy answers for it.
+func TestQueuePlaceLostWhileRedisAway(t *testing.T) {
+	tests := []struct {
+		name       string
+		givePolicy FailurePolicy
+		wantErr    error
+	}{
+		{"FailClosed", FailClosed, ErrUnavailable},
+		{"FailOpen", FailOpen, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startRedis(t)
+			c := newClock(0)
+			q := newTestQueue(t, srv.client(t), c, 1, 1, WithFailurePolicy(tt.givePolicy))
+			warm(c)
+			_, err := q.Acquire(context.Background())
+			require.NoError(t, err)
+			res := acquireAsync(t, context.Background(), q, 1)
+			q.renew(context.Background())
+			srv.kill()
+			q.renew(context.Background()) // fails, but within the lease
+			c.advance(testLease - time.Microsecond)
+			q.renew(context.Background())
+			select {
+			case <-res:
+				t.Fatal("gave up within the lease")
+			default:
+			}
+			c.advance(time.Microsecond)
+			q.renew(context.Background())
+			a := receive(t, res)
+			assert.ErrorIs(t, a.err, tt.wantErr)
+			assert.Equal(t, tt.wantErr == nil, a.release != nil)
+		})
+	}
+}
