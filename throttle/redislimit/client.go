@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,7 @@ type Client struct {
 	ps       *redis.PubSub // nil without Subscribe
 	listened chan struct{} // closed when the subscription's goroutine ends
 	once     sync.Once
+	grants   sync.Map // a shared queue's waiter id -> its *waiter; see queue.go
 }
 
 // NewClient returns a Client for rdb. It takes [WithPrefix], [WithTimeout]
@@ -102,6 +104,10 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 func (c *Client) listen(ch <-chan *redis.Message) {
 	defer close(c.listened)
 	for m := range ch {
+		if id, ok := strings.CutPrefix(m.Payload, grantMessage); ok {
+			c.granted(id)
+			continue
+		}
 		c.pauses.hear(m.Payload)
 	}
 }
@@ -143,6 +149,12 @@ func (c *Client) frozenMicros() int64 {
 // the calls of other callers that start while one is on the wire. An error for which
 // Redis, not the call, is to blame comes back as an *UnavailableError.
 func (c *Client) run(ctx context.Context, keys []string, args []any) (any, error) {
+	return c.runScript(ctx, c.script, keys, args)
+}
+
+// runScript is run for any of the package's scripts: s other than the
+// budget script goes on its own, outside the batcher's pipelines.
+func (c *Client) runScript(ctx context.Context, s *script, keys []string, args []any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -154,7 +166,13 @@ func (c *Client) run(ctx context.Context, keys []string, args []any) (any, error
 	}
 	tctx, stop := context.WithTimeout(ctx, c.timeout)
 	defer stop()
-	v, err := c.batcher.do(tctx, c.script, c.rdb, keys, args)
+	var v any
+	var err error
+	if s == c.script {
+		v, err = c.batcher.do(tctx, s, c.rdb, keys, args)
+	} else {
+		v, err = s.run(tctx, c.rdb, keys, args)
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err() // the caller gave up; Redis is not to blame
 	}

@@ -16,6 +16,11 @@
 // [All] books several limits on a key (20/s together with 10 000/day) at
 // one common slot in one script, atomically.
 //
+// For a limit on concurrency rather than rate ("at most 8 requests in
+// flight per account"), reach for [NewQueue]: [queue.Queue]'s bounded,
+// first-in first-out queue, shared by every process, with permits that
+// come back when their holder dies.
+//
 // # One Client per Redis client
 //
 // A [Client] holds what the limiters on one Redis client share: the

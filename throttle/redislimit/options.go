@@ -52,6 +52,7 @@ type config struct {
 	policy    FailurePolicy
 	tolerance time.Duration
 	offset    time.Duration
+	queue     queueConfig // NewQueue's; see queue.go
 }
 
 // newConfig applies opts. A nil Option is a programmer error and panics,
