@@ -57,7 +57,7 @@ func WithRenewEvery(d time.Duration) Option {
 }
 
 type queueFallback struct {
-	local *queue.Queue
+	local queue.Interface
 }
 
 func (queueFallback) failurePolicy() {}
@@ -70,12 +70,14 @@ func (queueFallback) failurePolicy() {}
 // before the outage count against Redis only: for up to one lease the
 // fleet may hold those and the local slots both. A limiter given
 // QueueFallback fails closed. A nil local panics.
-func QueueFallback(local *queue.Queue) FailurePolicy {
-	if local == nil {
+func QueueFallback(local queue.Interface) FailurePolicy {
+	if local == nil || local == (*queue.Queue)(nil) {
 		panic("redislimit: QueueFallback given a nil queue")
 	}
 	return queueFallback{local: local}
 }
+
+var _ queue.Interface = (*Queue)(nil)
 
 // grantMessage starts what the queue script publishes on the Client's
 // channel when it hands a permit to a waiter: "grant <id>".
