@@ -3,7 +3,11 @@ package egress_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,4 +103,41 @@ func TestObserverSentRequest(t *testing.T) {
 
 	require.NotNil(t, got)
 	assert.Equal(t, "POST http://api.test/v1", got.Method+" "+got.URL.String())
+}
+
+// Sent hears each attempt on the wire: here a 429 answered with
+// Retry-After: 0, then its retry. Attempt-1 is OpenTelemetry's
+// http.request.resend_count.
+func ExampleObserver_sent() {
+	var throttled atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if throttled.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer api.Close()
+
+	client := egress.NewClient(
+		egress.WithRetry(retryafter.Policy{}),
+		egress.WithObserver(&egress.Observer{
+			Sent: func(s egress.SentInfo) {
+				fmt.Printf("attempt %d: %d (resend_count %d)\n", s.Attempt, s.StatusCode, s.Attempt-1)
+			},
+		}),
+	)
+	resp, err := client.Get(api.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(string(body))
+	// Output:
+	// attempt 1: 429 (resend_count 0)
+	// attempt 2: 200 (resend_count 1)
+	// ok
 }
