@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/egress-go/egress/throttle"
@@ -24,6 +25,12 @@ type Observer struct {
 	// fails. A refused retry is reported too, although RoundTrip then
 	// returns the response that the retry was for.
 	Refused func(RefusalInfo)
+
+	// Sent is called after each attempt returns from the base
+	// RoundTripper, with its response's status or its error, and how long
+	// the base took: one call per request on the wire, retries included.
+	// When Sent is nil the Transport reads no clock for it.
+	Sent func(SentInfo)
 
 	// Retrying is called when a response is set aside to try again,
 	// before the delay. If the retry cannot be made, the response set
@@ -68,6 +75,25 @@ type WaitInfo struct {
 	// Limiter is how long the attempt waited for its slot in the key's
 	// budget, including any pause learned while it waited.
 	Limiter time.Duration
+}
+
+// SentInfo describes one attempt that the base RoundTripper answered.
+type SentInfo struct {
+	// Key is the request's budget key.
+	Key string
+	// Attempt counts the attempts of this request, from 1: Attempt-1 is
+	// OpenTelemetry's http.request.resend_count.
+	Attempt int
+	// Request is the request sent for this attempt. It must not be
+	// modified, and its body was handed to the base RoundTripper.
+	Request *http.Request
+	// StatusCode is the response's status, or 0 when the attempt failed.
+	StatusCode int
+	// Err is the base RoundTripper's error, or nil when a response came.
+	Err error
+	// Duration is how long the base RoundTripper took to answer: until
+	// the response's headers, not its body.
+	Duration time.Duration
 }
 
 // RefusalInfo describes a request the Transport refused to send.

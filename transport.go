@@ -153,7 +153,7 @@ func NewClient(opts ...Option) *http.Client {
 // A pause cannot recall requests already sent: those on the wire when the
 // upstream's 429 arrived may meet 429s too.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.limiter == nil && t.queue == nil && !t.retry {
+	if t.limiter == nil && t.queue == nil && !t.retry && t.observer.Sent == nil {
 		t.sent.Add(1)
 		return t.roundTripper().RoundTrip(req)
 	}
@@ -340,7 +340,14 @@ func (c *call) send() (*http.Response, error) {
 	out := c.outgoing()
 	c.body = nil
 	c.t.sent.Add(1)
+	var start time.Time
+	if c.t.observer.Sent != nil {
+		start = time.Now()
+	}
 	resp, err := c.t.roundTripper().RoundTrip(out)
+	if f := c.t.observer.Sent; f != nil {
+		c.sent(f, out, resp, err, time.Since(start))
+	}
 	switch {
 	case err != nil:
 		discard(resp)
@@ -349,6 +356,18 @@ func (c *call) send() (*http.Response, error) {
 		return nil, errNilResponse
 	}
 	return resp, nil
+}
+
+// sent reports an attempt's outcome to the observer's Sent.
+func (c *call) sent(f func(SentInfo), out *http.Request, resp *http.Response, err error, d time.Duration) {
+	info := SentInfo{Key: c.key, Attempt: c.attempt, Request: out, Err: err, Duration: d}
+	switch {
+	case err == nil && resp == nil:
+		info.Err = errNilResponse
+	case err == nil:
+		info.StatusCode = resp.StatusCode
+	}
+	f(info)
 }
 
 // outgoing returns the request to send for this attempt: req itself, or,

@@ -44,6 +44,7 @@ const (
 	errorTypeAttr  = attribute.Key("error.type")
 	serverAddrAttr = attribute.Key("server.address")
 	serverPortAttr = attribute.Key("server.port")
+	resendAttr     = attribute.Key("http.request.resend_count")
 )
 
 // durationBuckets are the bucket boundaries OpenTelemetry advises for
@@ -88,7 +89,7 @@ func WithMaxKeys(n int) Option {
 // the meter [ScopeName]. Install [Metrics.Observer] on each Transport and
 // send requests through [Metrics.Instrument]. The instruments are:
 //
-//	http.client.request.duration (s, histogram)                         each request, from RoundTrip to its response or error, waits and retries included; http.request.method, server.address, server.port, http.response.status_code, error.type
+//	http.client.request.duration (s, histogram)                         each attempt sent, from the base RoundTripper's call to its response or error (retries are attempts of their own), and each request refused unsent; http.request.method, server.address, server.port, http.response.status_code, http.request.resend_count, error.type
 //	egress.rate_limiting.requests ({request}, observable counter)       attempts acquired (sent), and requests refused_full, refused_limit, timeout, canceled or failed on a limiter_error; egress.rate_limiting.result
 //	egress.rate_limiting.request.time_in_queue (s, histogram)           time in line for a queue slot, of requests that waited; egress.rate_limiting.key
 //	egress.rate_limiting.request.time_in_limiter (s, histogram)         time waited for a slot in the key's budget, of attempts that waited; egress.rate_limiting.key
@@ -101,11 +102,17 @@ func WithMaxKeys(n int) Option {
 //	egress.redis.errors, egress.redis.recoveries ({event}, counters)    failed calls to Redis, and recoveries
 //	egress.redis.breaker.state (observable gauge)                       1 while Redis is failing (the circuit breaker is open), else 0
 //
+// http.client.request.duration is recorded by [Metrics.Observer] for
+// each attempt on the wire (its Sent func), with
+// http.request.resend_count = attempt-1 when the attempt is a retry, and
+// by [Metrics.Instrument] for each request the Transport refused to send
+// (queue_full, limit_exceeded, timeout), from RoundTrip to the refusal.
+// A request whose context ended while it waited, before any attempt was
+// sent, is counted in egress.rate_limiting.requests only.
+//
 // error.type is the status code for a response of 400 or more, as the
-// conventions ask, and for a request that got no response: queue_full,
-// limit_exceeded, timeout, canceled or _OTHER. The conventions put
-// http.request.resend_count on spans, not on this histogram; the number
-// of resends is egress.rate_limiting.retries.
+// conventions ask, and for an attempt or request that got no response:
+// queue_full, limit_exceeded, timeout, canceled or _OTHER.
 //
 // In egress.rate_limiting.requests, canceled and timeout count requests
 // whose context ended before a response came, whether they were waiting
@@ -144,6 +151,8 @@ type seriesKey struct {
 	port         int
 	code         int // 0 when no response came
 	errorType    string
+	resend       int // attempt-1
+
 }
 
 // New returns Metrics whose instruments come from mp's meter [ScopeName].
@@ -241,7 +250,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 }
 
 // Instrument returns an [http.RoundTripper] that sends requests through t
-// and measures each one, and makes m report t's queue (its Stats) and
+// and measures each one it refuses, and makes m report t's queue (its Stats) and
 // attempts. Send every request through the returned RoundTripper; install
 // [Metrics.Observer] on t for waits, refusals, retries and pauses.
 // Instrument panics if t is nil.
@@ -268,23 +277,41 @@ type instrumented struct {
 }
 
 // RoundTrip implements [http.RoundTripper]: it sends req through the
-// Transport and records how long it took.
+// Transport and, when the Transport refused to send it, records how long
+// that took. The attempts sent are recorded by [Metrics.Observer].
 func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := it.t.RoundTrip(req)
+	if err == nil {
+		return resp, nil
+	}
+	if !refusal(err) {
+		it.m.ended(req, err)
+		return resp, err
+	}
 	elapsed := time.Since(start)
-	k := seriesKey{method: method(req.Method)}
+	k := seriesKey{method: method(req.Method), errorType: errorType(err)}
 	if req.URL != nil {
 		k.host, k.port = hostPort(req.URL)
 	}
-	if err != nil {
-		k.errorType = errorType(err)
-		it.m.ended(req, err)
-	} else {
-		k.code = resp.StatusCode
-	}
 	it.m.duration.Record(req.Context(), elapsed.Seconds(), it.m.durationSeries(k)...)
 	return resp, err
+}
+
+// sent records one attempt on the wire.
+func (m *Metrics) sent(s egress.SentInfo) {
+	k := seriesKey{code: s.StatusCode, resend: max(s.Attempt-1, 0)}
+	ctx := context.Background()
+	if req := s.Request; req != nil {
+		ctx, k.method = req.Context(), method(req.Method)
+		if req.URL != nil {
+			k.host, k.port = hostPort(req.URL)
+		}
+	}
+	if s.Err != nil {
+		k.errorType = errorType(s.Err)
+	}
+	m.duration.Record(ctx, s.Duration.Seconds(), m.durationSeries(k)...)
 }
 
 // CloseIdleConnections closes the Transport's idle connections.
@@ -318,6 +345,9 @@ func (m *Metrics) durationSeries(k seriesKey) []metric.RecordOption {
 	}
 	if k.code != 0 {
 		attrs = append(attrs, statusAttr.Int(k.code))
+	}
+	if k.resend > 0 {
+		attrs = append(attrs, resendAttr.Int(k.resend))
 	}
 	switch {
 	case k.errorType != "":

@@ -237,10 +237,12 @@ func TestMetricsAfterRealRequests(t *testing.T) {
 		giveAttrs []attribute.KeyValue
 		wantCount uint64
 	}{
-		{name: "200s", giveName: "http.client.request.duration", giveAttrs: ok, wantCount: 3},
+		{name: "200s: A, B and the retry", giveName: "http.client.request.duration", giveAttrs: ok, wantCount: 3},
+		{name: "the 429", giveName: "http.client.request.duration", giveAttrs: []attribute.KeyValue{attribute.String("error.type", "429")}, wantCount: 1},
+		{name: "the retry", giveName: "http.client.request.duration", giveAttrs: append(ok, attribute.Int("http.request.resend_count", 1)), wantCount: 1},
 		{name: "queue full", giveName: "http.client.request.duration", giveAttrs: noResponse("queue_full"), wantCount: 1},
 		{name: "limit", giveName: "http.client.request.duration", giveAttrs: noResponse("limit_exceeded"), wantCount: 1},
-		{name: "canceled", giveName: "http.client.request.duration", giveAttrs: noResponse("canceled"), wantCount: 1},
+		{name: "canceled before it was sent", giveName: "http.client.request.duration", giveAttrs: noResponse("canceled"), wantCount: 0},
 		{name: "queue wait", giveName: "egress.rate_limiting.request.time_in_queue", giveAttrs: []attribute.KeyValue{key}, wantCount: 1},
 		{name: "limiter waits", giveName: "egress.rate_limiting.request.time_in_limiter", giveAttrs: []attribute.KeyValue{key}, wantCount: 4},
 		{name: "pause", giveName: "egress.rate_limiting.pause.duration", giveAttrs: []attribute.KeyValue{key}, wantCount: 1},
@@ -296,7 +298,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 
 func TestServerAddressIsBounded(t *testing.T) {
 	m, reader := newMetrics(t, egressotel.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{})))
+	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -329,7 +331,7 @@ func TestErrorTypeOfResponses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, reader := newMetrics(t)
-			rt := m.Instrument(egress.NewTransport(statusBase(tt.giveStatus)))
+			rt := m.Instrument(egress.NewTransport(statusBase(tt.giveStatus), egress.WithObserver(m.Observer(nil))))
 			req, err := http.NewRequest(http.MethodPost, "http://api.example:8080/v1", nil)
 			require.NoError(t, err)
 			resp, err := rt.RoundTrip(req)
@@ -343,6 +345,56 @@ func TestErrorTypeOfResponses(t *testing.T) {
 			assert.True(t, got.Equals(&want), "got %v", got.ToSlice())
 		})
 	}
+}
+
+// TestResendCount retries a real 429 (Retry-After: 0) once and checks
+// that each attempt is one sample of http.client.request.duration, the
+// retry's with http.request.resend_count 1, the first's without it.
+func TestResendCount(t *testing.T) {
+	var throttled atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if throttled.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	m, reader := newMetrics(t)
+	tr := egress.NewTransport(nil, egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
+		egress.WithObserver(m.Observer(nil)))
+	client := &http.Client{Transport: m.Instrument(tr)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	h, ok := read(t, reader)["http.client.request.duration"].(metricdata.Histogram[float64])
+	require.True(t, ok)
+	type sample struct {
+		status, resend int
+		errorType      string
+	}
+	var got []sample
+	for _, dp := range h.DataPoints {
+		var s sample
+		v, _ := dp.Attributes.Value("http.response.status_code")
+		s.status = int(v.AsInt64())
+		if v, ok := dp.Attributes.Value("http.request.resend_count"); ok {
+			s.resend = int(v.AsInt64())
+			assert.Positive(t, s.resend, "resend_count is left out on a first attempt")
+		}
+		v, _ = dp.Attributes.Value("error.type")
+		s.errorType = v.AsString()
+		for range dp.Count {
+			got = append(got, s)
+		}
+	}
+	assert.ElementsMatch(t, []sample{{status: 429, errorType: "429"}, {status: 200, resend: 1}}, got)
 }
 
 // statusBase answers every request with one status.

@@ -120,3 +120,8 @@ func method(m string) string {
 	}
 	return "_OTHER"
 }
+
+// refusal reports whether err is the Transport's refusal to send.
+func refusal(err error) bool {
+	return errors.Is(err, queue.ErrFull) || errors.Is(err, throttle.ErrLimitExceeded)
+}

@@ -58,7 +58,7 @@ func WithMaxKeys(n int) Option {
 // do. Register it once, install [Metrics.Observer] on each Transport and
 // send requests through [Metrics.Instrument]. It collects:
 //
-//	egress_request_duration_seconds{method,host,code,error_type}  histogram: each request, from RoundTrip to its response or error, waits and retries included
+//	egress_request_duration_seconds{method,host,code,error_type,resend_count}  histogram: each attempt sent, from the base RoundTripper's call to its response or error (a retry is an attempt of its own), and each request refused unsent
 //	egress_requests_total{result}                                 counter: attempts acquired (sent), and requests refused_full, refused_limit, timeout, canceled, or failed on a limiter_error
 //	egress_queue_wait_seconds{key}                                histogram: time in line for a queue slot, of requests that waited
 //	egress_limiter_wait_seconds{key}                              histogram: time waited for a slot in the key's budget, of attempts that waited
@@ -70,6 +70,14 @@ func WithMaxKeys(n int) Option {
 //	egress_in_flight_requests                                     gauge: queue slots held
 //	egress_redis_errors_total, egress_redis_recoveries_total      counters: failed calls to Redis, and recoveries
 //	egress_redis_breaker_open                                     gauge: 1 while Redis is failing (the circuit breaker is open), else 0
+//
+// egress_request_duration_seconds is observed by [Metrics.Observer] for
+// each attempt on the wire (its Sent func), with resend_count =
+// attempt-1 on a retry (empty on a first attempt), as OpenTelemetry's
+// http.request.resend_count; and by [Metrics.Instrument] for each request
+// the Transport refused to send, from RoundTrip to the refusal. A request
+// whose context ended while it waited, before any attempt was sent, is
+// counted in egress_requests_total only.
 //
 // The key and host labels are bounded as the package doc says. In
 // egress_requests_total, "canceled" and "timeout" count requests whose
@@ -109,6 +117,7 @@ type seriesKey struct {
 	method, host string
 	code         int // 0 when no response came
 	errorType    string
+	resend       int // attempt-1
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -133,7 +142,7 @@ func New(opts ...Option) *Metrics {
 		keys:  newLabeler(c.keys, c.maxKeys),
 		hosts: newLabeler(nil, c.maxKeys),
 
-		duration:      hist("egress_request_duration_seconds", "Duration of requests through an egress Transport, from RoundTrip to the response or error, waits and retries included.", "method", "host", "code", "error_type"),
+		duration:      hist("egress_request_duration_seconds", "Duration of each attempt an egress Transport sent, from the base RoundTripper's call to its response or error, and of each request it refused to send.", "method", "host", "code", "error_type", "resend_count"),
 		queueWait:     hist("egress_queue_wait_seconds", "Time requests waited in line for a queue slot, of those that waited.", "key"),
 		limiterWait:   hist("egress_limiter_wait_seconds", "Time attempts waited for their slot in the key's budget, of those that waited.", "key"),
 		refusals:      counter("egress_refusals_total", "Requests the Transport refused to send, by key and reason.", "key", "reason"),
@@ -200,7 +209,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Instrument returns an [http.RoundTripper] that sends requests through t
-// and measures each one, and makes m report t's queue (its Stats) and
+// and measures each one it refuses, and makes m report t's queue (its Stats) and
 // attempts. Send every request through the returned RoundTripper; install
 // [Metrics.Observer] on t for waits, refusals, retries and pauses.
 // Instrument panics if t is nil.
@@ -227,23 +236,40 @@ type instrumented struct {
 }
 
 // RoundTrip implements [http.RoundTripper]: it sends req through the
-// Transport and records how long it took.
+// Transport and, when the Transport refused to send it, records how long
+// that took. The attempts sent are recorded by [Metrics.Observer].
 func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := it.t.RoundTrip(req)
+	if err == nil {
+		return resp, nil
+	}
+	if !refusal(err) {
+		it.m.ended(req, err)
+		return resp, err
+	}
 	elapsed := time.Since(start)
-	k := seriesKey{method: method(req.Method)}
+	k := seriesKey{method: method(req.Method), errorType: errorType(err)}
 	if req.URL != nil {
 		k.host = req.URL.Host
 	}
-	if err != nil {
-		k.errorType = errorType(err)
-		it.m.ended(req, err)
-	} else {
-		k.code = resp.StatusCode
-	}
 	it.m.durationSeries(k).Observe(elapsed.Seconds())
 	return resp, err
+}
+
+// sent records one attempt on the wire.
+func (m *Metrics) sent(s egress.SentInfo) {
+	k := seriesKey{code: s.StatusCode, resend: max(s.Attempt-1, 0)}
+	if req := s.Request; req != nil {
+		k.method = method(req.Method)
+		if req.URL != nil {
+			k.host = req.URL.Host
+		}
+	}
+	if s.Err != nil {
+		k.errorType = errorType(s.Err)
+	}
+	m.durationSeries(k).Observe(s.Duration.Seconds())
 }
 
 // CloseIdleConnections closes the Transport's idle connections.
@@ -271,7 +297,11 @@ func (m *Metrics) durationSeries(k seriesKey) prometheus.Observer {
 	if k.code != 0 {
 		code = strconv.Itoa(k.code)
 	}
-	o = m.duration.WithLabelValues(k.method, k.host, code, k.errorType)
+	resend := ""
+	if k.resend > 0 {
+		resend = strconv.Itoa(k.resend)
+	}
+	o = m.duration.WithLabelValues(k.method, k.host, code, k.errorType, resend)
 	m.series[k] = o
 	return o
 }

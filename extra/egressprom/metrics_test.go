@@ -177,10 +177,12 @@ egress_retries_total{code="429",key="`+host+`"} 1
 		giveLabel map[string]string
 		wantCount uint64
 	}{
-		{name: "200s", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"method": "GET", "host": host, "code": "200", "error_type": ""}, wantCount: 3},
+		{name: "first attempts' 200s: A and B", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"method": "GET", "host": host, "code": "200", "error_type": "", "resend_count": ""}, wantCount: 2},
+		{name: "the 429", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "429", "resend_count": ""}, wantCount: 1},
+		{name: "its retry", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "200", "resend_count": "1"}, wantCount: 1},
 		{name: "queue full", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "", "error_type": "queue_full"}, wantCount: 1},
 		{name: "limit", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "", "error_type": "limit_exceeded"}, wantCount: 1},
-		{name: "canceled", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "", "error_type": "canceled"}, wantCount: 1},
+		{name: "canceled before it was sent", giveName: "egress_request_duration_seconds", giveLabel: map[string]string{"code": "", "error_type": "canceled"}, wantCount: 0},
 		{name: "queue wait", giveName: "egress_queue_wait_seconds", giveLabel: map[string]string{"key": host}, wantCount: 1},
 		{name: "limiter waits", giveName: "egress_limiter_wait_seconds", giveLabel: map[string]string{"key": host}, wantCount: 4},
 		{name: "pause", giveName: "egress_pause_duration_seconds", giveLabel: map[string]string{"key": host}, wantCount: 1},
@@ -252,9 +254,56 @@ func TestCardinalityIsBounded(t *testing.T) {
 	}
 }
 
+// TestResendCount retries a real 429 (Retry-After: 0) once and checks
+// that each attempt is one sample of egress_request_duration_seconds,
+// the retry's with resend_count 1, the first's without one.
+func TestResendCount(t *testing.T) {
+	var throttled atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if throttled.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	m := egressprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	tr := egress.NewTransport(nil, egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
+		egress.WithObserver(m.Observer(nil)))
+	client := &http.Client{Transport: m.Instrument(tr)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tests := []struct {
+		name      string
+		giveLabel map[string]string
+		wantCount uint64
+	}{
+		{name: "the 429", giveLabel: map[string]string{"method": "GET", "host": host, "code": "429", "resend_count": ""}, wantCount: 1},
+		{name: "its retry", giveLabel: map[string]string{"method": "GET", "host": host, "code": "200", "resend_count": "1"}, wantCount: 1},
+		{name: "no first attempt answered 200", giveLabel: map[string]string{"code": "200", "resend_count": ""}, wantCount: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := histogram(t, reg, "egress_request_duration_seconds", tt.giveLabel)
+			assert.Equal(t, tt.wantCount, got)
+		})
+	}
+	assert.Equal(t, 2, testutil.CollectAndCount(m, "egress_request_duration_seconds"))
+}
+
 func TestHostsAreBounded(t *testing.T) {
 	m := egressprom.New(egressprom.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{})))
+	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -267,7 +316,7 @@ func TestHostsAreBounded(t *testing.T) {
 
 func TestMethodsAreBounded(t *testing.T) {
 	m := egressprom.New()
-	rt := m.Instrument(egress.NewTransport(memBase{}))
+	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(m.Observer(nil))))
 	for _, method := range []string{"GET", "POST", "BREW", "PROPFIND", "get"} {
 		req, err := http.NewRequest(method, "http://api.example/", nil)
 		require.NoError(t, err)
@@ -426,7 +475,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
 	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
 	require.NoError(t, err)
-	resp, err := m.Instrument(egress.NewTransport(memBase{})).RoundTrip(req)
+	resp, err := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(o))).RoundTrip(req)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 

@@ -12,8 +12,8 @@ import (
 	"github.com/egress-go/egress/throttle/redislimit"
 )
 
-// Observer returns an [egress.Observer] that records waits, refusals,
-// retries and pauses in m, then passes each event on to next's func of
+// Observer returns an [egress.Observer] that records attempts sent,
+// waits, refusals, retries and pauses in m, then passes each event on to next's func of
 // the same name, if next is not nil and has one. Funcs of next that m
 // does not record are kept as they are. Install it with
 // [egress.WithObserver]; to keep a program's own Observer, pass it as
@@ -36,6 +36,12 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 		m.refused(r)
 		if n.Refused != nil {
 			n.Refused(r)
+		}
+	}
+	o.Sent = func(s egress.SentInfo) {
+		m.sent(s)
+		if n.Sent != nil {
+			n.Sent(s)
 		}
 	}
 	o.Retrying = func(r egress.RetryInfo) {
