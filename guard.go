@@ -68,5 +68,5 @@ func (g guard) Inspect(ctx context.Context, key string) (throttle.KeyState, erro
 	if i, ok := g.l.(throttle.Inspector); ok {
 		return i.Inspect(ctx, key)
 	}
-	return throttle.KeyState{Key: key}, fmt.Errorf("egress: limiter %T cannot be inspected", g.l)
+	return throttle.KeyState{Key: key}, fmt.Errorf("%w: %T", ErrNoInspector, g.l)
 }

@@ -109,6 +109,8 @@ func TestSnapshotStated(t *testing.T) {
 
 				assert.Equal(t, tt.wantStated, got.Stated)
 				assert.Contains(t, string(body), tt.wantJSON)
+				require.Len(t, got.Keys, 2)
+				assert.Equal(t, 10, got.Keys[1].Remaining, "a key the upstream stated nothing for reports the configured limiter's budget")
 			})
 		})
 	}

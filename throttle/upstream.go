@@ -584,6 +584,9 @@ func (k *statedKey) earliest(from int64, n int) int64 {
 
 // left returns how many units k admits before its earliest reset, or 0
 // when it cannot say.
+// left returns what may still be booked before the resets, or
+// math.MaxInt when no live statement bounds the key: the record then
+// leaves the key to the configured limiter, which All's minimum reports.
 func (k *statedKey) left(now int64) int {
 	left := -1
 	for _, q := range k.quotas {
@@ -591,7 +594,10 @@ func (k *statedKey) left(now int64) int {
 			left = minRemaining(left, max(q.left, 0))
 		}
 	}
-	return max(left, 0)
+	if left < 0 {
+		return math.MaxInt
+	}
+	return left
 }
 
 // statedBooking is the [Booking] of an Upstream reservation.
@@ -666,7 +672,9 @@ func (k *statedKey) pause(now, d int64) {
 }
 
 // Inspect implements [Inspector]. Ahead counts the units booked and not
-// yet answered.
+// yet answered. A key nothing live was stated for has no bound here:
+// Remaining is math.MaxInt, so that inside All the configured limiter's
+// figure is the one reported.
 func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 	if ctx == nil {
 		return KeyState{}, errNilContext
@@ -674,7 +682,7 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	s := KeyState{Key: key}
+	s := KeyState{Key: key, Remaining: math.MaxInt}
 	k := u.keys[key]
 	if k == nil {
 		return s, nil
