@@ -3,6 +3,7 @@ package egressotel
 import (
 	"context"
 	"fmt"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -122,7 +123,7 @@ func WithMaxKeys(n int) Option {
 //
 // Metrics is safe for concurrent use.
 type Metrics struct {
-	keys, hosts *labeler
+	keys, hosts *metriclabel.Bounded
 
 	duration      metric.Float64Histogram
 	queueWait     metric.Float64Histogram
@@ -171,8 +172,8 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	}
 	meter := mp.Meter(ScopeName)
 	m := &Metrics{
-		keys:   newLabeler(c.keys, c.maxKeys),
-		hosts:  newLabeler(nil, c.maxKeys),
+		keys:   metriclabel.New(c.keys, c.maxKeys),
+		hosts:  metriclabel.New(nil, c.maxKeys),
 		series: make(map[seriesKey][]metric.RecordOption),
 	}
 	var errs []error
@@ -285,12 +286,12 @@ func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return resp, nil
 	}
-	if !refusal(err) {
+	if !metriclabel.Refusal(err) {
 		it.m.ended(req, err)
 		return resp, err
 	}
 	elapsed := time.Since(start)
-	k := seriesKey{method: method(req.Method), errorType: errorType(err)}
+	k := seriesKey{method: metriclabel.Method(req.Method), errorType: metriclabel.ErrorType(err)}
 	if req.URL != nil {
 		k.host, k.port = hostPort(req.URL)
 	}
@@ -303,13 +304,13 @@ func (m *Metrics) sent(s egress.SentInfo) {
 	k := seriesKey{code: s.StatusCode, resend: max(s.Attempt-1, 0)}
 	ctx := context.Background()
 	if req := s.Request; req != nil {
-		ctx, k.method = req.Context(), method(req.Method)
+		ctx, k.method = req.Context(), metriclabel.Method(req.Method)
 		if req.URL != nil {
 			k.host, k.port = hostPort(req.URL)
 		}
 	}
 	if s.Err != nil {
-		k.errorType = errorType(s.Err)
+		k.errorType = metriclabel.ErrorType(s.Err)
 	}
 	m.duration.Record(ctx, s.Duration.Seconds(), m.durationSeries(k)...)
 }
@@ -330,7 +331,7 @@ func (m *Metrics) durationSeries(k seriesKey) []metric.RecordOption {
 	if ok {
 		return opts
 	}
-	k.host = m.hosts.label(k.host)
+	k.host = m.hosts.Label(k.host)
 	if k.host == Other {
 		k.port = 0
 	}

@@ -3,6 +3,7 @@ package egressotel
 import (
 	"context"
 	"errors"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 
 	"go.opentelemetry.io/otel/metric"
@@ -46,7 +47,7 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 		}
 	}
 	o.Retrying = func(r egress.RetryInfo) {
-		m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.label(r.Key)), statusAttr.Int(r.StatusCode)))
+		m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), statusAttr.Int(r.StatusCode)))
 		if n.Retrying != nil {
 			n.Retrying(r)
 		}
@@ -61,7 +62,7 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
-	key := metric.WithAttributes(KeyAttr.String(m.keys.label(w.Key)))
+	key := metric.WithAttributes(KeyAttr.String(m.keys.Label(w.Key)))
 	if w.Queue > 0 {
 		m.queueWait.Record(context.Background(), w.Queue.Seconds(), key)
 	}
@@ -71,22 +72,22 @@ func (m *Metrics) waited(w egress.WaitInfo) {
 }
 
 func (m *Metrics) refused(r egress.RefusalInfo) {
-	reason := refusalReason(r.Err)
+	reason := metriclabel.RefusalReason(r.Err)
 	switch reason {
-	case reasonQueueFull:
+	case metriclabel.ReasonQueueFull:
 		m.refusedFull.Add(1)
-	case reasonLimit:
+	case metriclabel.ReasonLimit:
 		m.refusedLimit.Add(1)
-	case reasonTimeout:
+	case metriclabel.ReasonTimeout:
 		m.timeouts.Add(1)
 	default:
 		m.limiterErrors.Add(1)
 	}
-	m.refusals.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.label(r.Key)), ReasonAttr.String(reason)))
+	m.refusals.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), ReasonAttr.String(reason)))
 }
 
 func (m *Metrics) paused(p egress.PauseInfo) {
-	key := metric.WithAttributes(KeyAttr.String(m.keys.label(p.Key)))
+	key := metric.WithAttributes(KeyAttr.String(m.keys.Label(p.Key)))
 	if p.Err != nil {
 		m.pauseFailures.Add(context.Background(), 1, key)
 		return

@@ -2,6 +2,7 @@ package egressprom
 
 import (
 	"fmt"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"strconv"
 	"sync"
@@ -88,7 +89,7 @@ func WithMaxKeys(n int) Option {
 //
 // Metrics is safe for concurrent use.
 type Metrics struct {
-	keys, hosts *labeler
+	keys, hosts *metriclabel.Bounded
 
 	duration      *prometheus.HistogramVec
 	queueWait     *prometheus.HistogramVec
@@ -139,8 +140,8 @@ func New(opts ...Option) *Metrics {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
 	return &Metrics{
-		keys:  newLabeler(c.keys, c.maxKeys),
-		hosts: newLabeler(nil, c.maxKeys),
+		keys:  metriclabel.New(c.keys, c.maxKeys),
+		hosts: metriclabel.New(nil, c.maxKeys),
 
 		duration:      hist("egress_request_duration_seconds", "Duration of each attempt an egress Transport sent, from the base RoundTripper's call to its response or error, and of each request it refused to send.", "method", "host", "code", "error_type", "resend_count"),
 		queueWait:     hist("egress_queue_wait_seconds", "Time requests waited in line for a queue slot, of those that waited.", "key"),
@@ -244,12 +245,12 @@ func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return resp, nil
 	}
-	if !refusal(err) {
+	if !metriclabel.Refusal(err) {
 		it.m.ended(req, err)
 		return resp, err
 	}
 	elapsed := time.Since(start)
-	k := seriesKey{method: method(req.Method), errorType: errorType(err)}
+	k := seriesKey{method: metriclabel.Method(req.Method), errorType: metriclabel.ErrorType(err)}
 	if req.URL != nil {
 		k.host = req.URL.Host
 	}
@@ -261,13 +262,13 @@ func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 func (m *Metrics) sent(s egress.SentInfo) {
 	k := seriesKey{code: s.StatusCode, resend: max(s.Attempt-1, 0)}
 	if req := s.Request; req != nil {
-		k.method = method(req.Method)
+		k.method = metriclabel.Method(req.Method)
 		if req.URL != nil {
 			k.host = req.URL.Host
 		}
 	}
 	if s.Err != nil {
-		k.errorType = errorType(s.Err)
+		k.errorType = metriclabel.ErrorType(s.Err)
 	}
 	m.durationSeries(k).Observe(s.Duration.Seconds())
 }
@@ -287,7 +288,7 @@ func (m *Metrics) durationSeries(k seriesKey) prometheus.Observer {
 	if ok {
 		return o
 	}
-	k.host = m.hosts.label(k.host)
+	k.host = m.hosts.Label(k.host)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o, ok := m.series[k]; ok {

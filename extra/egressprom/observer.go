@@ -3,6 +3,7 @@ package egressprom
 import (
 	"context"
 	"errors"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"strconv"
 
@@ -45,7 +46,7 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 		}
 	}
 	o.Retrying = func(r egress.RetryInfo) {
-		m.retries.WithLabelValues(m.keys.label(r.Key), strconv.Itoa(r.StatusCode)).Inc()
+		m.retries.WithLabelValues(m.keys.Label(r.Key), strconv.Itoa(r.StatusCode)).Inc()
 		if n.Retrying != nil {
 			n.Retrying(r)
 		}
@@ -60,7 +61,7 @@ func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
-	key := m.keys.label(w.Key)
+	key := m.keys.Label(w.Key)
 	if w.Queue > 0 {
 		m.queueWait.WithLabelValues(key).Observe(w.Queue.Seconds())
 	}
@@ -70,22 +71,22 @@ func (m *Metrics) waited(w egress.WaitInfo) {
 }
 
 func (m *Metrics) refused(r egress.RefusalInfo) {
-	reason := refusalReason(r.Err)
+	reason := metriclabel.RefusalReason(r.Err)
 	switch reason {
-	case reasonQueueFull:
+	case metriclabel.ReasonQueueFull:
 		m.refusedFull.Add(1)
-	case reasonLimit:
+	case metriclabel.ReasonLimit:
 		m.refusedLimit.Add(1)
-	case reasonTimeout:
+	case metriclabel.ReasonTimeout:
 		m.timeouts.Add(1)
 	default:
 		m.limiterErrors.Add(1)
 	}
-	m.refusals.WithLabelValues(m.keys.label(r.Key), reason).Inc()
+	m.refusals.WithLabelValues(m.keys.Label(r.Key), reason).Inc()
 }
 
 func (m *Metrics) paused(p egress.PauseInfo) {
-	key := m.keys.label(p.Key)
+	key := m.keys.Label(p.Key)
 	if p.Err != nil {
 		m.pauseFailures.WithLabelValues(key).Inc()
 		return
