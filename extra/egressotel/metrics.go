@@ -3,7 +3,6 @@ package egressotel
 import (
 	"context"
 	"fmt"
-	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/internal/metriclabel"
 )
 
 // ScopeName is the instrumentation scope of every instrument.

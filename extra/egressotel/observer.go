@@ -3,12 +3,12 @@ package egressotel
 import (
 	"context"
 	"errors"
-	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"

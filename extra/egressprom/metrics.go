@@ -2,7 +2,6 @@ package egressprom
 
 import (
 	"fmt"
-	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/internal/metriclabel"
 )
 
 // DefaultMaxKeys is how many distinct keys, and how many distinct hosts,

@@ -3,11 +3,11 @@ package egressprom
 import (
 	"context"
 	"errors"
-	"github.com/egress-go/egress/internal/metriclabel"
 	"net/http"
 	"strconv"
 
 	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/internal/metriclabel"
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
