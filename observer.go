@@ -135,3 +135,40 @@ type PauseInfo struct {
 	// limiter's state lives in Redis. The response is returned regardless.
 	Err error
 }
+
+// Then returns an Observer that reports each event to o and then to next:
+// for every func either one has, the result calls o's, then next's. A
+// nil o or next reports nothing of its own. Metrics adapters use it to
+// record an event and pass it on to a program's own Observer.
+func (o *Observer) Then(next *Observer) *Observer {
+	var a, b Observer
+	if o != nil {
+		a = *o
+	}
+	if next != nil {
+		b = *next
+	}
+	return &Observer{
+		Waited:   both(a.Waited, b.Waited),
+		Refused:  both(a.Refused, b.Refused),
+		Sent:     both(a.Sent, b.Sent),
+		Retrying: both(a.Retrying, b.Retrying),
+		Paused:   both(a.Paused, b.Paused),
+		Clamped:  both(a.Clamped, b.Clamped),
+	}
+}
+
+// both returns a func that calls f then g, skipping either when nil, or
+// nil when both are.
+func both[T any](f, g func(T)) func(T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(v T) {
+		f(v)
+		g(v)
+	}
+}

@@ -23,42 +23,16 @@ import (
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	var n egress.Observer
-	if next != nil {
-		n = *next
+	own := &egress.Observer{
+		Waited:  m.waited,
+		Refused: m.refused,
+		Sent:    m.sent,
+		Retrying: func(r egress.RetryInfo) {
+			m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), statusAttr.Int(r.StatusCode)))
+		},
+		Paused: m.paused,
 	}
-	o := n // keeps any func that m does not record
-	o.Waited = func(w egress.WaitInfo) {
-		m.waited(w)
-		if n.Waited != nil {
-			n.Waited(w)
-		}
-	}
-	o.Refused = func(r egress.RefusalInfo) {
-		m.refused(r)
-		if n.Refused != nil {
-			n.Refused(r)
-		}
-	}
-	o.Sent = func(s egress.SentInfo) {
-		m.sent(s)
-		if n.Sent != nil {
-			n.Sent(s)
-		}
-	}
-	o.Retrying = func(r egress.RetryInfo) {
-		m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), statusAttr.Int(r.StatusCode)))
-		if n.Retrying != nil {
-			n.Retrying(r)
-		}
-	}
-	o.Paused = func(p egress.PauseInfo) {
-		m.paused(p)
-		if n.Paused != nil {
-			n.Paused(p)
-		}
-	}
-	return &o
+	return own.Then(next)
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
