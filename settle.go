@@ -1,0 +1,73 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// ErrNothingToSettle is returned by [Settle] for a response that holds no
+// reservation: it did not come through a Transport with [WithEstimate],
+// or its request booked nothing (its costs were all 0, or its context
+// carried [WithRequestCost]).
+var ErrNothingToSettle = errors.New("egress: the response holds no reservation to settle")
+
+// booking is the context key under which the request sent for an
+// attempt carries the attempt's reservation, for Settle to find through
+// resp.Request.
+type booking struct{}
+
+// Settle tells the limiter what the call that brought resp really cost,
+// once the caller knows it: one value per part, in the order the
+// [WithEstimate] func gave the estimate, such as the usage an LLM API
+// states at the end of its body. A smaller actual gives the difference
+// back, a larger one is charged, both at the booking's own slot; see
+// [throttle.Reservation.Settle] for what a give-back may keep.
+//
+// Call it after reading the usage: for a streamed (server-sent events)
+// body, after the event that states it, before or after closing the
+// body. resp must be the *http.Response the Transport returned (through
+// an [http.Client] too, whose Timeout wraps the body); Settle finds the
+// reservation through resp.Request's context, so a replaced body does not
+// matter. When a retry was made, it settles the attempt that brought
+// resp; attempts answered with a 429 keep their estimate.
+//
+// The first Settle wins (including one made by [WithActual]); later ones
+// do nothing and return nil. A response never settled keeps its
+// estimate: nothing else is held for it, and no goroutine waits. Settle
+// runs under a context detached from the request's, bounded by
+// [throttle.CancelTimeout], since the request's context has often ended
+// by then. It returns [ErrNothingToSettle] when resp holds no
+// reservation, and the limiter's error for a wrong number of values or a
+// negative one.
+func Settle(resp *http.Response, actual ...int) error {
+	r := bookingOf(resp)
+	if r == nil {
+		return ErrNothingToSettle
+	}
+	ctx, stop := context.WithTimeout(context.WithoutCancel(resp.Request.Context()), throttle.CancelTimeout)
+	defer stop()
+	return r.Settle(ctx, actual...)
+}
+
+// bookingOf returns the reservation resp's attempt was sent with, or nil.
+func bookingOf(resp *http.Response) *throttle.Reservation {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	r, _ := resp.Request.Context().Value(booking{}).(*throttle.Reservation)
+	return r
+}
+
+// settleFrom settles the attempt that brought resp from its headers, when
+// WithActual reads a cost there.
+func (c *call) settleFrom(resp *http.Response) {
+	if c.t.actual == nil || c.booked == nil {
+		return
+	}
+	if actual, ok := c.t.actual(resp); ok {
+		_ = Settle(resp, actual...)
+	}
+}
