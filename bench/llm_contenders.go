@@ -75,8 +75,8 @@ func llmContenders() []llmContender {
 		},
 		{
 			name: "egress with settle (redislimit, 4 processes)", procs: 4,
-			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
-			why: "issue 14's per-part costs and Settle have not landed",
+			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes, once redislimit books per-part costs and settles them in its script (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
+			why: "redislimit has no ReserveParts or Settle yet (issue 14's Redis side)",
 		},
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
