@@ -44,22 +44,6 @@ func WithEstimate(f func(*http.Request) ([]int, error)) Option {
 	return optionFunc(func(t *Transport) { t.estimate = f })
 }
 
-// WithActual makes f read what a call really cost from its response, for
-// upstreams that state the usage in headers: when f reports ok, the
-// Transport settles the attempt's reservation to actual (see [Settle])
-// before it returns the response, and a later Settle does nothing. f is
-// called for every attempt's response, 429s included, and only with
-// [WithEstimate]; a settle that fails (actual has the wrong length, or a
-// negative value) leaves the estimate booked, and the caller may still
-// call Settle. f must not read the body, and must be safe for concurrent
-// use. WithActual panics if f is nil.
-func WithActual(f func(*http.Response) (actual []int, ok bool)) Option {
-	if f == nil {
-		panic("egress: WithActual given a nil func")
-	}
-	return optionFunc(func(t *Transport) { t.actual = f })
-}
-
 // price sets the call's cost, and with WithEstimate its costs per part,
 // and checks them. With WithEstimate, c.cost is 1 when something is to be
 // booked (the unit the upstream's record takes) and 0 when nothing is.

@@ -61,6 +61,22 @@ func bookingOf(resp *http.Response) *throttle.Reservation {
 	return r
 }
 
+// WithActual makes f read what a call really cost from its response, for
+// upstreams that state the usage in headers: when f reports ok, the
+// Transport settles the attempt's reservation to actual (see [Settle])
+// before it returns the response, and a later Settle does nothing. f is
+// called for every attempt's response, 429s included, and only with
+// [WithEstimate]; a settle that fails (actual has the wrong length, or a
+// negative value) leaves the estimate booked, and the caller may still
+// call Settle. f must not read the body, and must be safe for concurrent
+// use. WithActual panics if f is nil.
+func WithActual(f func(*http.Response) (actual []int, ok bool)) Option {
+	if f == nil {
+		panic("egress: WithActual given a nil func")
+	}
+	return optionFunc(func(t *Transport) { t.actual = f })
+}
+
 // settleFrom settles the attempt that brought resp from its headers, when
 // WithActual reads a cost there.
 func (c *call) settleFrom(resp *http.Response) {

@@ -180,14 +180,18 @@ func TestSettle(t *testing.T) {
 }
 
 func TestSettleErrors(t *testing.T) {
-	b := newLLMBudget(t)
-	plain := &http.Client{Transport: egress.NewTransport(&fakeBase{}, egress.WithLimiter(b.all))}
-	estimating := &http.Client{Transport: egress.NewTransport(&fakeBase{}, egress.WithLimiter(b.all), egress.WithEstimate(estimateOf))}
-	get := func(t *testing.T, c *http.Client, ctx context.Context) *http.Response {
+	// Each request gets a budget of its own, so that none waits.
+	plain := func(t *testing.T) *http.Client {
+		return &http.Client{Transport: egress.NewTransport(&fakeBase{}, egress.WithLimiter(newLLMBudget(t).all))}
+	}
+	estimating := func(t *testing.T) *http.Client {
+		return &http.Client{Transport: egress.NewTransport(&fakeBase{}, egress.WithLimiter(newLLMBudget(t).all), egress.WithEstimate(estimateOf))}
+	}
+	get := func(t *testing.T, c func(*testing.T) *http.Client, ctx context.Context) *http.Response {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/v1", nil)
 		require.NoError(t, err)
-		resp, err := c.Do(req)
+		resp, err := c(t).Do(req)
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())
 		return resp
