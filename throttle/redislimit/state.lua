@@ -4,8 +4,12 @@
 -- then pause.lua and budget.lua, which reads the arguments and runs the op.
 --
 -- Times are microseconds of the server's TIME. ARGV[2] is a test-only
--- frozen time: 0 in production, where the script reads TIME.
+-- frozen time: 0 in production, where the script reads TIME. A negative
+-- one freezes the time at -ARGV[2] and turns the bucket fast path off
+-- (see gcra.lua and fastpath_test.go).
 local now = tonumber(ARGV[2])
+local fast = now >= 0
+if not fast then now = -now end
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
