@@ -18,7 +18,7 @@ import (
 // recorder is a redis.Scripter over one server that keeps the reply of
 // the latest script run. With general, it negates the frozen time of
 // every budget script run, which turns the bucket fast path off (see
-// state.lua). It has no Pipeline or Subscribe, so calls go one by one.
+// now.lua). It has no Pipeline or Subscribe, so calls go one by one.
 type recorder struct {
 	rdb     *redis.Client
 	general bool
@@ -70,10 +70,9 @@ func (r *recorder) ScriptLoad(ctx context.Context, script string) *redis.StringC
 
 // TestBucketFastPath runs the same random reserves, allows, cancels,
 // pauses, forgotten pauses and inspects on a bucket twice, step by step
-// on one frozen clock: on one server with the fast path of gcra.lua, on
-// another with it off. After every step the script's replies must be
-// equal, and so must every key the servers hold, its value and its
-// expiry.
+// on one frozen clock: on one server with fastpath.lua, on another with
+// it off. After every step the script's replies must be equal, and so
+// must every key the servers hold, its value and its expiry.
 func TestBucketFastPath(t *testing.T) {
 	servers := [2]*redis.Client{startRedis(t).client(t), startRedis(t).client(t)}
 	tests := []struct {
