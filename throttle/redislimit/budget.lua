@@ -4,7 +4,7 @@
 -- limit on the key, all under one hash tag.
 --
 -- ARGV: op ('reserve', 'cancel', 'pause' or 'inspect'), the frozen time
--- (see state.lua), the number of parts, then for each part its algorithm
+-- (see now.lua), the number of parts, then for each part its algorithm
 -- and that algorithm's params, then the op's own arguments, then the
 -- pause channel.
 local op = ARGV[1]
