@@ -22,6 +22,7 @@ import (
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressotel"
+	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
@@ -149,7 +150,7 @@ func TestMetricsAfterRealRequests(t *testing.T) {
 	require.NoError(t, err)
 	var nextPaused atomic.Int32
 	tr := egress.NewTransport(nil,
-		egress.WithLimiter(stepLimiter{wait: 5 * time.Millisecond}),
+		egress.WithLimiter(metrictest.StepLimiter{Wait: 5 * time.Millisecond}),
 		egress.WithQueue(q),
 		egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
 		egress.WithObserver(m.Observer(&egress.Observer{Paused: func(egress.PauseInfo) { nextPaused.Add(1) }})))
@@ -298,7 +299,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 
 func TestServerAddressIsBounded(t *testing.T) {
 	m, reader := newMetrics(t, egressotel.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithLimiter(metrictest.StepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -510,7 +511,7 @@ func TestPanics(t *testing.T) {
 
 // idleBase counts CloseIdleConnections.
 type idleBase struct {
-	memBase
+	metrictest.MemBase
 	idles atomic.Int32
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressprom"
+	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
@@ -92,7 +93,7 @@ func TestMetricsAfterRealRequests(t *testing.T) {
 	require.NoError(t, err)
 	var nextPaused atomic.Int32
 	tr := egress.NewTransport(nil,
-		egress.WithLimiter(stepLimiter{wait: 5 * time.Millisecond}),
+		egress.WithLimiter(metrictest.StepLimiter{Wait: 5 * time.Millisecond}),
 		egress.WithQueue(q),
 		egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
 		egress.WithObserver(m.Observer(&egress.Observer{Paused: func(egress.PauseInfo) { nextPaused.Add(1) }})))
@@ -303,7 +304,7 @@ func TestResendCount(t *testing.T) {
 
 func TestHostsAreBounded(t *testing.T) {
 	m := egressprom.New(egressprom.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithLimiter(metrictest.StepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -316,7 +317,7 @@ func TestHostsAreBounded(t *testing.T) {
 
 func TestMethodsAreBounded(t *testing.T) {
 	m := egressprom.New()
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithObserver(m.Observer(nil))))
 	for _, method := range []string{"GET", "POST", "BREW", "PROPFIND", "get"} {
 		req, err := http.NewRequest(method, "http://api.example/", nil)
 		require.NoError(t, err)
@@ -447,7 +448,7 @@ func TestPanics(t *testing.T) {
 
 // idleBase counts CloseIdleConnections.
 type idleBase struct {
-	memBase
+	metrictest.MemBase
 	idles atomic.Int32
 }
 
@@ -475,7 +476,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
 	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
 	require.NoError(t, err)
-	resp, err := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(o))).RoundTrip(req)
+	resp, err := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithObserver(o))).RoundTrip(req)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 
