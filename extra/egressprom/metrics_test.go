@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -464,7 +465,9 @@ func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
 // TestPromlintEveryFamily records one of everything, so that every
 // metric family has a sample, and lints them all.
 func TestPromlintEveryFamily(t *testing.T) {
-	m := egressprom.New()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(10))
+	require.NoError(t, err)
+	m := egressprom.New(egressprom.WithLearnedRate(a))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	o := m.Observer(nil)
@@ -474,6 +477,8 @@ func TestPromlintEveryFamily(t *testing.T) {
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second})
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second, Err: errors.New("store down")})
 	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
+	ctx := context.Background()
+	require.NoError(t, m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })(ctx, redis.NewCmd(ctx, "ping")))
 	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
 	require.NoError(t, err)
 	resp, err := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithObserver(o))).RoundTrip(req)
@@ -488,6 +493,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"egress_in_flight_requests",
+		"egress_learned_rate",
 		"egress_limiter_wait_seconds",
 		"egress_pause_duration_seconds",
 		"egress_pause_failures_total",
@@ -496,6 +502,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 		"egress_redis_breaker_open",
 		"egress_redis_errors_total",
 		"egress_redis_recoveries_total",
+		"egress_redis_round_trip_duration_seconds",
 		"egress_refusals_total",
 		"egress_request_duration_seconds",
 		"egress_requests_total",

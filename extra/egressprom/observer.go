@@ -21,14 +21,7 @@ import (
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	own := &egress.Observer{
-		Waited:   m.waited,
-		Refused:  m.refused,
-		Sent:     m.sent,
-		Retrying: m.retrying,
-		Paused:   m.paused,
-	}
-	return own.Then(next)
+	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused)
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {

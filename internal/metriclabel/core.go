@@ -169,3 +169,12 @@ func RedisObserver(next func(redislimit.Event), failed, recovered func()) func(r
 		}
 	}
 }
+
+// Observer returns an [egress.Observer] that reports each event to the
+// adapter's func for it, then to next's func of the same name, if next is
+// not nil and has one.
+func Observer(next *egress.Observer, waited func(egress.WaitInfo), refused func(egress.RefusalInfo), sent func(egress.SentInfo),
+	retrying func(egress.RetryInfo), paused func(egress.PauseInfo)) *egress.Observer {
+	own := &egress.Observer{Waited: waited, Refused: refused, Sent: sent, Retrying: retrying, Paused: paused}
+	return own.Then(next)
+}

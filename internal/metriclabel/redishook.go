@@ -11,7 +11,8 @@ import (
 // RedisHook returns a go-redis hook that calls record with each round
 // trip's duration and, when it failed, the error: one call per command,
 // and one per pipeline (or transaction), which goes out in one round
-// trip. A reply of redis.Nil is an answer, not a failure.
+// trip. An error reply from Redis is an answer, not a failure: err is
+// set when no answer came (a timeout, a broken connection).
 func RedisHook(record func(ctx context.Context, d time.Duration, err error)) redis.Hook {
 	return redisHook{record}
 }
@@ -43,8 +44,11 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// failure returns err unless Redis answered: a reply of redis.Nil or an
+// error reply (NOSCRIPT before the script is loaded, say) is an answer.
 func failure(err error) error {
-	if errors.Is(err, redis.Nil) {
+	var reply redis.Error
+	if errors.Is(err, redis.Nil) || errors.As(err, &reply) {
 		return nil
 	}
 	return err
