@@ -47,8 +47,9 @@ func WithLearnedRate(pkg string, r Rater) Option {
 	return func(c *Config) { c.Rater = r }
 }
 
-// Configure applies opts to the defaults with apply, an adapter's
-// Option.apply. It panics, naming the adapter pkg, if an option is nil.
+// Configure applies opts, of an adapter's Option interface, to the
+// defaults with apply. It panics, naming the adapter pkg, if an option is
+// nil.
 func Configure[O any](pkg string, opts []O, apply func(O, *Config)) Config {
 	c := Config{MaxKeys: DefaultMaxKeys}
 	for i, o := range opts {
