@@ -69,7 +69,8 @@ func WithMaxKeys(n int) Option { return option(metriclabel.WithMaxKeys("egressot
 
 // WithLearnedRate reports the rate r learned for each key with an
 // attribute value of its own (see [WithKeys], [WithMaxKeys]) on
-// egress.rate_limiting.learned_rate. r is a [throttle.Adaptive], or any
+// egress.rate_limiting.learned_rate. r is a
+// [github.com/egress-go/egress/throttle.Adaptive], or any
 // limiter with its Rate method. Keys past the cap are not reported: their
 // rates do not add up. WithLearnedRate panics if r is nil.
 func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {

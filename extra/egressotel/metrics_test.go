@@ -497,6 +497,7 @@ func TestPanics(t *testing.T) {
 		{name: "nil provider", give: func() { _, _ = egressotel.New(nil) }, want: "egressotel: New given a nil metric.MeterProvider"},
 		{name: "nil option", give: func() { _, _ = egressotel.New(mp, nil) }, want: "egressotel: New given a nil Option at index 0"},
 		{name: "negative cap", give: func() { egressotel.WithMaxKeys(-1) }, want: "egressotel: WithMaxKeys given a negative n: -1"},
+		{name: "nil learner", give: func() { egressotel.WithLearnedRate(nil) }, want: "egressotel: WithLearnedRate given a nil limiter"},
 		{name: "nil transport", give: func() {
 			m, _ := egressotel.New(mp)
 			m.Instrument(nil)

@@ -36,9 +36,9 @@ func WithMaxKeys(n int) Option { return option(metriclabel.WithMaxKeys("egresspr
 
 // WithLearnedRate reports the rate r learned for each key with a label of
 // its own (see [WithKeys], [WithMaxKeys]) as egress_learned_rate. r is a
-// [throttle.Adaptive], or any limiter with its Rate method. Keys past the
-// cap are not reported: their rates do not add up. WithLearnedRate panics
-// if r is nil.
+// [github.com/egress-go/egress/throttle.Adaptive], or any limiter with its
+// Rate method. Keys past the cap are not reported: their rates do not add
+// up. WithLearnedRate panics if r is nil.
 func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 	return option(metriclabel.WithLearnedRate("egressprom", r))
 }

@@ -438,6 +438,7 @@ func TestPanics(t *testing.T) {
 	}{
 		{name: "nil option", give: func() { egressprom.New(nil) }, want: "egressprom: New given a nil Option at index 0"},
 		{name: "negative cap", give: func() { egressprom.WithMaxKeys(-1) }, want: "egressprom: WithMaxKeys given a negative n: -1"},
+		{name: "nil learner", give: func() { egressprom.WithLearnedRate(nil) }, want: "egressprom: WithLearnedRate given a nil limiter"},
 		{name: "nil transport", give: func() { egressprom.New().Instrument(nil) }, want: "egressprom: Instrument given a nil *egress.Transport"},
 	}
 	for _, tt := range tests {

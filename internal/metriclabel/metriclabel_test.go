@@ -83,7 +83,7 @@ func TestConfigure(t *testing.T) {
 		metriclabel.Configure("pkg", []option{optionFunc(metriclabel.WithKeys(nil)), nil}, option.apply)
 	})
 	assert.PanicsWithValue(t, "pkg: WithMaxKeys given a negative n: -1", func() { metriclabel.WithMaxKeys("pkg", -1) })
-	assert.PanicsWithValue(t, "pkg: WithLearnedRate given a nil Rater", func() { metriclabel.WithLearnedRate("pkg", nil) })
+	assert.PanicsWithValue(t, "pkg: WithLearnedRate given a nil limiter", func() { metriclabel.WithLearnedRate("pkg", nil) })
 }
 
 // TestRedisHookFailures checks which outcomes of a round trip count as

@@ -42,7 +42,7 @@ func WithMaxKeys(pkg string, n int) Option {
 // own. It panics, naming the adapter pkg, if r is nil.
 func WithLearnedRate(pkg string, r Rater) Option {
 	if r == nil {
-		panic(pkg + ": WithLearnedRate given a nil Rater")
+		panic(pkg + ": WithLearnedRate given a nil limiter")
 	}
 	return func(c *Config) { c.Rater = r }
 }
