@@ -1,7 +1,6 @@
 package egressotel_test
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressotel"
 	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/throttle"
@@ -21,7 +19,7 @@ func TestLearnedRate(t *testing.T) {
 	a, err := throttle.NewAdaptive(throttle.PerSecond(1000))
 	require.NoError(t, err)
 	m, reader := newMetrics(t, egressotel.WithLearnedRate(a), egressotel.WithMaxKeys(2))
-	metrictest.LearnRates(t, a, instrument(m))
+	metrictest.LearnRates(t, a, attachTo(m))
 
 	gauge, ok := read(t, reader)["egress.rate_limiting.learned_rate"].(metricdata.Gauge[float64])
 	require.True(t, ok, "learned_rate is a float64 gauge")
@@ -41,7 +39,7 @@ func TestLearnedRate(t *testing.T) {
 // a hook of the test's own counted.
 func TestRedisRoundTrips(t *testing.T) {
 	m, reader := newMetrics(t)
-	trips := metrictest.RedisRoundTrips(t, 5, m.RedisHook(), m.RedisObserver(nil), instrument(m))
+	trips := metrictest.RedisRoundTrips(t, 5, m.RedisHook(), m.RedisObserver(nil), attachTo(m))
 
 	got := read(t, reader)
 	n, sum := got.count(t, "egress.redis.round_trip.duration")
@@ -55,11 +53,4 @@ func TestRedisRoundTrips(t *testing.T) {
 	metrictest.FailRoundTrip(t, m.RedisHook())
 	failed, _ := read(t, reader).count(t, "egress.redis.round_trip.duration", attribute.String("error.type", "_OTHER"))
 	assert.Equal(t, uint64(1), failed)
-}
-
-// instrument attaches m to a Transport built with opts.
-func instrument(m *egressotel.Metrics) metrictest.Instrument {
-	return func(opts ...egress.Option) http.RoundTripper {
-		return m.Instrument(egress.NewTransport(nil, append(opts, egress.WithObserver(m.Observer(nil)))...))
-	}
 }

@@ -1,14 +1,12 @@
 package egressprom_test
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressprom"
 	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/throttle"
@@ -22,7 +20,7 @@ func TestLearnedRate(t *testing.T) {
 	m := egressprom.New(egressprom.WithLearnedRate(a), egressprom.WithMaxKeys(2))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
-	metrictest.LearnRates(t, a, instrument(m))
+	metrictest.LearnRates(t, a, attachTo(m))
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -48,7 +46,7 @@ func TestRedisRoundTrips(t *testing.T) {
 	m := egressprom.New()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
-	trips := metrictest.RedisRoundTrips(t, 5, m.RedisHook(), m.RedisObserver(nil), instrument(m))
+	trips := metrictest.RedisRoundTrips(t, 5, m.RedisHook(), m.RedisObserver(nil), attachTo(m))
 
 	n, sum := histogram(t, reg, "egress_redis_round_trip_duration_seconds", map[string]string{"error_type": ""})
 	assert.GreaterOrEqual(t, n, uint64(5), "one script call per request at least")
@@ -58,11 +56,4 @@ func TestRedisRoundTrips(t *testing.T) {
 	metrictest.FailRoundTrip(t, m.RedisHook())
 	failed, _ := histogram(t, reg, "egress_redis_round_trip_duration_seconds", map[string]string{"error_type": "_OTHER"})
 	assert.Equal(t, uint64(1), failed)
-}
-
-// instrument attaches m to a Transport built with opts.
-func instrument(m *egressprom.Metrics) metrictest.Instrument {
-	return func(opts ...egress.Option) http.RoundTripper {
-		return m.Instrument(egress.NewTransport(nil, append(opts, egress.WithObserver(m.Observer(nil)))...))
-	}
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,28 +24,9 @@ import (
 	"github.com/egress-go/egress/extra/egressprom"
 	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/queue"
-	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )
-
-// upstream answers 200, except that its first answer on /slow-down is a
-// 429 asking to wait 20ms.
-func upstream(t *testing.T) *httptest.Server {
-	t.Helper()
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow-down" && throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Retry-After-Ms", "20")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // histogram returns the sample count and sum of name's series whose labels
 // include want.
@@ -84,43 +63,14 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 // TestMetricsAfterRealRequests sends real requests through an egress
 // Transport to an httptest server, and scrapes what Metrics report.
 func TestMetricsAfterRealRequests(t *testing.T) {
-	srv := upstream(t)
+	srv := metrictest.Upstream(t)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	reg := prometheus.NewPedanticRegistry()
 	m := egressprom.New()
 	reg.MustRegister(m)
 
-	q, err := queue.New(1, 1)
-	require.NoError(t, err)
-	var nextPaused atomic.Int32
-	tr := egress.NewTransport(nil,
-		egress.WithLimiter(metrictest.StepLimiter{Wait: 5 * time.Millisecond}),
-		egress.WithQueue(q),
-		egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(&egress.Observer{Paused: func(egress.PauseInfo) { nextPaused.Add(1) }})))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	get := func(ctx context.Context, path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		require.NoError(t, err)
-		return client.Do(req)
-	}
-	ctx := context.Background()
-
-	// A holds the only queue slot; B waits in line; C finds the line full.
-	a, err := get(ctx, "/ok")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		b, err := get(ctx, "/ok")
-		if assert.NoError(t, err) {
-			_, _ = io.Copy(io.Discard, b.Body)
-			_ = b.Body.Close()
-		}
-	})
-	require.Eventually(t, func() bool { return tr.Stats().Waiting == 1 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
+	paused := metrictest.RealRequests(t, srv, attachTo(m), func() {
+		require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
 # HELP egress_in_flight_requests Queue slots held: requests in RoundTrip or whose response body is open.
 # TYPE egress_in_flight_requests gauge
 egress_in_flight_requests 1
@@ -128,25 +78,7 @@ egress_in_flight_requests 1
 # TYPE egress_queue_waiting_requests gauge
 egress_queue_waiting_requests 1
 `), "egress_in_flight_requests", "egress_queue_waiting_requests"))
-	_, err = get(ctx, "/ok")
-	require.ErrorIs(t, err, queue.ErrFull)
-	require.NoError(t, a.Body.Close())
-	wg.Wait()
-
-	// A 429 that pauses the key and is retried.
-	resp, err := get(ctx, "/slow-down")
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-
-	// A refusal by the limiter, and a request cancelled before it starts.
-	_, err = get(egress.WithRequestKey(ctx, "refuse"), "/ok")
-	require.ErrorIs(t, err, throttle.ErrLimitExceeded)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = get(cancelled, "/ok")
-	require.ErrorIs(t, err, context.Canceled)
+	})
 
 	// Attempts sent: A, B, and the 429 and its retry.
 	require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
@@ -200,7 +132,7 @@ egress_retries_total{code="429",key="`+host+`"} 1
 	_, waitSum := histogram(t, reg, "egress_limiter_wait_seconds", map[string]string{"key": host})
 	// Each attempt waited its 5ms, counted from just after the booking.
 	assert.GreaterOrEqual(t, waitSum, 4*0.004, "each attempt waited about 5ms")
-	assert.Equal(t, int32(1), nextPaused.Load(), "the program's own Observer still hears of the pause")
+	assert.Equal(t, int32(1), paused, "the program's own Observer still hears of the pause")
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -235,14 +167,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := egressprom.New(tt.giveOpts...)
-			o := m.Observer(nil)
-			for i := range tt.giveKeys {
-				key := fmt.Sprintf("key-%d", i)
-				o.Refused(egress.RefusalInfo{Key: key, Attempt: 1, Err: queue.ErrFull})
-				o.Waited(egress.WaitInfo{Key: key, Attempt: 1, Limiter: time.Millisecond})
-				o.Paused(egress.PauseInfo{Key: key, StatusCode: 429, Duration: time.Second})
-				o.Retrying(egress.RetryInfo{Key: key, Attempt: 1, StatusCode: 429})
-			}
+			metrictest.ManyKeys(m.Observer(nil), tt.giveKeys)
 			for _, name := range []string{"egress_refusals_total", "egress_limiter_wait_seconds", "egress_pause_duration_seconds", "egress_retries_total"} {
 				assert.Equal(t, tt.wantSeries, testutil.CollectAndCount(m, name), name)
 			}
@@ -260,29 +185,12 @@ func TestCardinalityIsBounded(t *testing.T) {
 // that each attempt is one sample of egress_request_duration_seconds,
 // the retry's with resend_count 1, the first's without one.
 func TestResendCount(t *testing.T) {
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
+	srv := metrictest.Upstream(t)
 	m := egressprom.New()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
-	tr := egress.NewTransport(nil, egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(nil)))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	resp, err := client.Get(srv.URL)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, rt := attachTo(m)(nil, egress.WithRetry(metrictest.NoJitter))
+	metrictest.Get(t, rt, srv.URL+"/retry-now", http.StatusOK)
 
 	host := strings.TrimPrefix(srv.URL, "http://")
 	tests := []struct {
@@ -512,4 +420,12 @@ func TestPromlintEveryFamily(t *testing.T) {
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// attachTo attaches m to a Transport built with opts.
+func attachTo(m *egressprom.Metrics) metrictest.AttachTo {
+	return func(next *egress.Observer, opts ...egress.Option) (*egress.Transport, http.RoundTripper) {
+		t := egress.NewTransport(nil, append(opts, egress.WithObserver(m.Observer(next)))...)
+		return t, m.Instrument(t)
+	}
 }
