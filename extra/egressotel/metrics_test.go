@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,22 +415,6 @@ func TestPanics(t *testing.T) {
 			assert.PanicsWithValue(t, tt.want, tt.give)
 		})
 	}
-}
-
-// idleBase counts CloseIdleConnections.
-type idleBase struct {
-	metrictest.MemBase
-	idles atomic.Int32
-}
-
-func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
-
-func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
-	m, _ := newMetrics(t)
-	base := &idleBase{}
-	rt := m.Instrument(egress.NewTransport(base))
-	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
-	assert.Equal(t, int32(1), base.idles.Load())
 }
 
 // attachTo attaches m to a Transport built with opts.

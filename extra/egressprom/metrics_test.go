@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,21 +353,6 @@ func TestPanics(t *testing.T) {
 			assert.PanicsWithValue(t, tt.want, tt.give)
 		})
 	}
-}
-
-// idleBase counts CloseIdleConnections.
-type idleBase struct {
-	metrictest.MemBase
-	idles atomic.Int32
-}
-
-func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
-
-func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
-	base := &idleBase{}
-	rt := egressprom.New().Instrument(egress.NewTransport(base))
-	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
-	assert.Equal(t, int32(1), base.idles.Load())
 }
 
 // TestPromlintEveryFamily records one of everything, so that every

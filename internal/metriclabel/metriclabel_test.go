@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/internal/metriclabel"
+	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 )
 
 func TestSeriesBoundsHosts(t *testing.T) {
@@ -130,3 +133,20 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
+
+// idleBase counts CloseIdleConnections.
+type idleBase struct {
+	metrictest.MemBase
+	idles atomic.Int32
+}
+
+func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
+
+func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
+	base := &idleBase{}
+	c := metriclabel.NewCore("pkg", metriclabel.Config{})
+	rt := c.Instrument(egress.NewTransport(base), func(*http.Request, error, time.Duration) {})
+	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	assert.Equal(t, int32(1), base.idles.Load())
+	assert.PanicsWithValue(t, "pkg: Instrument given a nil *egress.Transport", func() { c.Instrument(nil, nil) })
+}
