@@ -81,10 +81,10 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 // ([throttle.Learner]) hears every attempt's outcome.
 func (t *Transport) follow() {
 	configured := t.limiter
-	t.breaker, _ = configured.(Breaker)
 	if l, ok := configured.(throttle.Learner); ok {
 		t.learners = append(t.learners, l)
 	}
+	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil {
 		return
 	}
