@@ -96,23 +96,36 @@ func (c *Cache[K, V]) Get(k K) V {
 // request-duration histogram, built once with the host bounded.
 type Series[V any] struct {
 	hosts *Bounded
-	cache *Cache[SeriesKey, V]
+	cache *Cache[SeriesKey, *series[V]]
+	// last is the series found last: most programs send most requests to
+	// one series, which is then found by comparing keys, not hashing
+	// them (goal: ≤ 1µs overhead per request with metrics attached).
+	last atomic.Pointer[series[V]]
+}
+
+type series[V any] struct {
+	k SeriesKey
+	v V
 }
 
 // NewSeries returns a Series whose hosts are bounded by hosts and whose
 // values build makes.
 func NewSeries[V any](hosts *Bounded, build func(SeriesKey) V) *Series[V] {
-	return &Series[V]{hosts: hosts, cache: NewCache(build)}
+	return &Series[V]{hosts: hosts, cache: NewCache(func(k SeriesKey) *series[V] { return &series[V]{k, build(k)} })}
 }
 
 // Get returns the value for k, whose host is not yet bounded.
 func (s *Series[V]) Get(k SeriesKey) V {
+	if e := s.last.Load(); e != nil && e.k == k {
+		return e.v
+	}
 	// A host with a value of its own is its own label: one lookup.
-	if v, ok := s.cache.Lookup(k); ok {
-		return v
+	if e, ok := s.cache.Lookup(k); ok {
+		s.last.Store(e)
+		return e.v
 	}
 	if k.Host = s.hosts.Label(k.Host); k.Host == Other {
 		k.Scheme = ""
 	}
-	return s.cache.Get(k)
+	return s.cache.Get(k).v
 }
