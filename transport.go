@@ -39,6 +39,7 @@ type Transport struct {
 	pauser   throttle.Pauser  // limiter, when it can pause keys
 	learners []throttle.Learner
 	upstream *throttle.Upstream // what the upstream states, per key
+	breaker  Breaker            // the configured limiter, if it is one, for Snapshot
 	queue    queue.Interface
 	policy   retryafter.Policy
 	retry    bool // WithRetry was given
@@ -90,6 +91,7 @@ func (t *Transport) follow() {
 	if l, ok := configured.(throttle.Learner); ok {
 		t.learners = append(t.learners, l)
 	}
+	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil {
 		return
 	}
