@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"time"
 
@@ -83,6 +85,42 @@ func goLimiterFront(tokens int, interval time.Duration) front {
 	}
 }
 
+// spentBy puts another client in front of f's limiter, one egress cannot
+// see: from the moment the limiter is built until it is released, it
+// sends perSecond requests evenly, straight into the limiter's handler,
+// from the same address and path as the bench's clients, so that they
+// count against the same key.
+func spentBy(f front, perSecond float64) front {
+	return func() (http.Handler, func(), error) {
+		h, release, err := f()
+		if err != nil {
+			return nil, nil, err
+		}
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			tick := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					req := httptest.NewRequest(http.MethodGet, "/", nil)
+					req.RemoteAddr = "127.0.0.1:1"
+					h.ServeHTTP(httptest.NewRecorder(), req)
+				}
+			}
+		}()
+		return h, func() { close(done); <-stopped; release() }, nil
+	}
+}
+
+// otherShare is the part of the upstream's quota that the other client of
+// the "spent by another client" rows takes.
+const otherShare = 0.2
+
 // followScenarios are the rows of issue 13 and issue 11 item 12.
 func followScenarios(smoke bool) []scenario {
 	scale := func(full, small int) int {
@@ -93,7 +131,7 @@ func followScenarios(smoke bool) []scenario {
 	}
 	const rate = 48
 	n := scale(600, 60)
-	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
+	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "egress (adaptive)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
 	window := upstream.Config{Algorithm: upstream.SlidingLog, Rate: rate, Burst: rate, Limit: rate, Window: time.Second}
 	scs := []scenario{
 		{
@@ -116,6 +154,21 @@ func followScenarios(smoke bool) []scenario {
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
 	}
+	spent := []string{"egress (README)", "egress (adaptive)", "x/time/rate", "failsafe-go"}
+	scs = append(scs,
+		scenario{
+			id: "5d", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: go-chi/httprate as in 5a, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
+			limit: window, front: spentBy(httprateFront(rate, time.Second), otherShare*rate), phase: 10 * time.Millisecond,
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
+		},
+		scenario{
+			id: "5e", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: sethvargo/go-limiter as in 5c, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
+			limit: window, front: spentBy(goLimiterFront(rate, time.Second), otherShare*rate),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
+		},
+	)
 	hidden := []string{"egress (WithRetry only)", "egress (adaptive)", "go-retryablehttp", "failsafe-go (retry only)", "naive"}
 	for i, h := range []struct {
 		rate, status int
@@ -137,6 +190,11 @@ func followScenarios(smoke bool) []scenario {
 		shares: []int{n}, goroutines: 32, plot: plotPerBin,
 		contenders: []string{"egress (README)", "x/time/rate", "failsafe-go"},
 	})
+	if only := os.Getenv("FOLLOW_CONTENDERS"); only != "" { // development only
+		for i := range scs {
+			scs[i].contenders = strings.Split(only, ",")
+		}
+	}
 	if !smoke {
 		return scs
 	}
@@ -145,9 +203,9 @@ func followScenarios(smoke bool) []scenario {
 	var out []scenario
 	for _, sc := range scs {
 		switch sc.id {
-		case "5b", "5c", "7":
+		case "5b", "5c", "5d", "7":
 			sc.contenders = sc.contenders[:1]
-		case "6a", "6c":
+		case "6a", "6c", "5e":
 			continue
 		}
 		out = append(out, sc)
@@ -162,6 +220,10 @@ func followScenarios(smoke bool) []scenario {
 func best(sc scenario, n int) time.Duration {
 	l := sc.limit
 	switch {
+	case sc.id == "5d" || sc.id == "5e":
+		// What is left, used evenly after a first window's worth.
+		left := (1 - otherShare) * float64(l.Limit)
+		return time.Duration((float64(n) - left) / left * float64(l.Window))
 	case sc.id == "5a":
 		return slidingCounterBest(n, l.Limit, l.Window, sc.phase)
 	case sc.id == "5c":
@@ -377,6 +439,19 @@ func followGoals(sc scenario, rows []row) []goal {
 				"%d failed, %d 429s, %.3f×", readme.failed, readme.refused, ratio)
 			return gs
 		}
+		if sc.id == "5d" || sc.id == "5e" {
+			for _, name := range []string{"egress (README)", "egress (adaptive)"} {
+				r, ok := find(name)
+				if !ok {
+					continue
+				}
+				u := sc.minimum().Seconds() / r.wall.Seconds()
+				add("13", "20% of the quota spent by another client, "+name+": 429s ≤ 0.5% of requests, ≥ 95% of what is left used",
+					float64(r.refused) <= 0.005*n && u >= 0.95 && r.failed == 0,
+					"%d 429s (%.1f%%), %.0f%% of what is left used (minimum ÷ wall), %d failed", r.refused, 100*float64(r.refused)/n, 100*u, r.failed)
+			}
+			return gs
+		}
 		bestPeer, peer := math.Inf(1), "none ran"
 		for _, r := range rows {
 			if r.skipped == "" && !strings.HasPrefix(r.contender, "egress") && r.failed == 0 && r.wall.Seconds() < bestPeer {
@@ -392,9 +467,9 @@ func followGoals(sc scenario, rows []row) []goal {
 				float64(high.refused) <= 0.01*n && high.wall.Seconds() <= 1.1*readme.wall.Seconds() && high.failed == 0,
 				"%d 429s (%.1f%%), %.2f× the published-limit run, %d failed", high.refused, 100*float64(high.refused)/n, high.wall.Seconds()/readme.wall.Seconds(), high.failed)
 		}
-		if only, ok := find("egress (WithRetry only)"); ok {
+		if only, ok := find("egress (adaptive)"); ok {
 			u := float64(only.admitted) / n / (only.wall.Seconds() / sc.minimum().Seconds())
-			add("13", "no limit configured, headers present: 429s ≤ 1%, utilization ≥ 90%",
+			add("13", "no limit configured, headers present (the recipe \"I do not know the limit\"): 429s ≤ 1%, utilization ≥ 90%",
 				float64(only.refused) <= 0.01*n && u >= 0.9 && only.failed == 0,
 				"%d 429s (%.1f%%), utilization %.0f%% (minimum ÷ wall), %d failed", only.refused, 100*float64(only.refused)/n, 100*u, only.failed)
 		}
