@@ -306,6 +306,62 @@ func steady(sc scenario, r row) hiddenStats {
 	return hs
 }
 
+// converged returns when the learned rate entered ±10% of the hidden
+// limit and stayed there to the end of the run; false when it never did,
+// or there are no samples.
+func converged(learned []float64, limit float64) (time.Duration, bool) {
+	if len(learned) == 0 {
+		return 0, false
+	}
+	i := len(learned)
+	for i > 0 && math.Abs(learned[i-1]-limit) <= 0.1*limit {
+		i--
+	}
+	if i == len(learned) {
+		return 0, false
+	}
+	return time.Duration(i) * bin, true
+}
+
+// admittedConverged returns when what the upstream admitted, counted over
+// the trailing second, entered ±10% of the hidden limit and stayed there
+// until the last second of the run (which the last requests leave
+// partly empty); false when it never did.
+func admittedConverged(r row, limit float64) (time.Duration, bool) {
+	end := r.wall - time.Second
+	if end <= time.Second {
+		return 0, false
+	}
+	at := time.Duration(-1)
+	lo := 0
+	hi := 0
+	for t := time.Second; t <= end; t += 10 * time.Millisecond {
+		now := r.start.Add(t)
+		for hi < len(r.arrivals) && !r.arrivals[hi].After(now) {
+			hi++
+		}
+		for lo < hi && now.Sub(r.arrivals[lo]) >= time.Second {
+			lo++
+		}
+		if math.Abs(float64(hi-lo)-limit) <= 0.1*limit {
+			if at < 0 {
+				at = t
+			}
+		} else {
+			at = -1
+		}
+	}
+	return at, at >= 0
+}
+
+// fmtConverged formats a convergence time.
+func fmtConverged(d time.Duration, ok bool) string {
+	if !ok {
+		return "never"
+	}
+	return fmtSec(d)
+}
+
 // writeFollowSection writes a scenario of issue 13 or issue 11 item 12.
 func (r *report) writeFollowSection(p func(string, ...any), s section) {
 	sc := s.sc
@@ -313,7 +369,7 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 	p("Minimum wall time: %s (a greedy client against the upstream's own algorithm).\n\n", fmtSec(sc.minimum()))
 	hidden := sc.table == tableHidden
 	if hidden {
-		p("| contender | wall | ÷ minimum | refusals | ok / failed | utilization | after %s: reached the upstream /s ÷ hidden limit | admitted /s ÷ hidden limit | refused, of what reached it | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		p("| contender | wall | ÷ minimum | refusals | ok / failed | utilization | after %s: reached the upstream /s ÷ hidden limit | admitted /s ÷ hidden limit | refused, of what reached it | admitted in the trailing 1 s within ±10%% from | learned rate within ±10%% from | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
 			fmtSec(steady(sc, row{}).settle))
 	} else {
 		p("| contender | wall | ÷ minimum | 429s | 429s, of requests | sent in a pause | ok / failed | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -331,8 +387,12 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 			if hs.ran {
 				sent, admitted, refused = fmt.Sprintf("%.2f", hs.sentPerSec/lim), fmt.Sprintf("%.2f", hs.admittedPerSec/lim), fmt.Sprintf("%.1f%%", 100*hs.refusedFraction)
 			}
-			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
-				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtCPU(row.cpu))
+			learned := "—"
+			if len(row.learned) > 0 {
+				learned = fmtConverged(converged(row.learned, lim))
+			}
+			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
+				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtConverged(admittedConverged(row, lim)), learned, fmtCPU(row.cpu))
 			continue
 		}
 		p("| %s | %s | %.2f | %d | %.1f%% | %d | %d / %d | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused,
@@ -344,6 +404,9 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 	}
 	if sc.plot != plotNone {
 		p("![scenario %s](%s)\n\n", sc.id, plotFile(sc))
+		if len(learnedRows(s.rows)) > 0 {
+			p("![scenario %s, learned rate](%s)\n\n", sc.id, learnedPlotFile(sc))
+		}
 	}
 	p("How each contender was configured:\n\n")
 	for _, row := range s.rows {
@@ -427,6 +490,11 @@ func followGoals(sc scenario, rows []row) []goal {
 			}
 			add("13", what, hs.refusedFraction <= 0.01 && u >= 0.9 && r.failed == 0,
 				"%.1f%% refused, %.0f%% of the hidden limit admitted, %d of %d failed", 100*hs.refusedFraction, 100*u, r.failed, sc.requests())
+			if len(r.learned) > 0 {
+				at, ok := converged(r.learned, float64(sc.limit.Rate))
+				add("13", "no limit configured, no headers, "+name+": learned rate within ±10% of the hidden limit in ≤ 5 s (and staying there)",
+					ok && at <= 5*time.Second, "from %s; %d refusals over the whole run, learning included", fmtConverged(at, ok), r.refused)
+			}
 		}
 	case tableFollow:
 		readme, ok := find("egress (README)")
