@@ -41,8 +41,9 @@ import (
 // Other behaviour follows from the units being bookings:
 //   - A process whose lease comes back empty knows when the next unit
 //     fits, and refuses every caller who will not wait that long at
-//     once, with no round trip; a caller willing to wait books one unit
-//     in Redis, as without WithSlotLease.
+//     once, with no round trip. The callers who will wait share one
+//     lease from then on; when other processes book ahead of it twice
+//     running, a caller books one unit in Redis, as without WithSlotLease.
 //   - A pause moves the units in Redis. A process that learns of it (by
 //     pub/sub or from a reply) drops the units it holds, and its next
 //     lease comes back empty, with the pause's end as Delay.
@@ -168,6 +169,7 @@ type keyLease struct {
 	down     bool          // the last lease call found Redis unavailable
 	shareTat int64         // the share's GCRA state, local ns (0: unused)
 	shareAt  int64         // no share slot before it
+	dropped  int64         // units leased but dropped unused
 }
 
 // block is one lease: k units, the first next of them handed out or
@@ -216,7 +218,7 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 	}
 	c := l.b.client
 	kl := l.key(key)
-	counted := false
+	counted, joined := false, 0
 	for {
 		now := c.now()
 		cur := c.pauses.current(ks[0])
@@ -230,8 +232,8 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		}
 		kl.drop(now, cur)
 		if r, ok := kl.take(c, n, now, maxWait); ok {
-			if kl.low(l.span) && kl.renewing == nil {
-				l.renewLocked(kl, ks)
+			if kl.low(l.span, l.b.most) && kl.renewing == nil {
+				l.renewLocked(kl, ks, n)
 			}
 			kl.mu.Unlock()
 			return r, nil, nil
@@ -244,18 +246,21 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		}
 		if kl.down {
 			if kl.renewing == nil {
-				l.renewLocked(kl, ks) // probes, in the background
+				l.renewLocked(kl, ks, n) // probes, in the background
 			}
 			kl.mu.Unlock()
 			return l.outage(ctx, kl, key, n, maxWait, now)
 		}
 		if kl.spent > now {
-			kl.mu.Unlock()
-			return l.b.reserve(ctx, key, n, oneTrip, maxWait, track)
+			if joined >= 2 { // the fleet keeps booking ahead of this process
+				kl.mu.Unlock()
+				return l.b.reserve(ctx, key, n, oneTrip, maxWait, track)
+			}
+			joined++ // a lease from spent on serves every caller who waits
 		}
 		ch := kl.renewing
 		if ch == nil {
-			ch = l.renewLocked(kl, ks)
+			ch = l.renewLocked(kl, ks, n)
 		}
 		kl.mu.Unlock()
 		select {
@@ -275,10 +280,12 @@ func (kl *keyLease) drop(now int64, cur *pauseState) {
 	for len(kl.blocks) > 0 {
 		bl := kl.blocks[0]
 		if bl.ps != cur || cur.epoch.Load() != bl.epoch || cur.shifted.Load() != bl.shifted {
+			kl.dropped += int64(bl.k - bl.next)
 			bl.next = bl.k // moved by a pause: void
 		}
 		for bl.next < bl.k && bl.slot(bl.next)+bl.grace < now {
 			bl.next++
+			kl.dropped++
 		}
 		if bl.next < bl.k {
 			return
@@ -331,17 +338,17 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 }
 
 // low reports whether the units held last less than half a span at the
-// rate this process asks for them, which is then worth leasing ahead
-// for. kl.mu is held.
-func (kl *keyLease) low(span int64) bool {
-	need := kl.rate * float64(span) / 1e9
+// rate this process asks for them (or half of most), which is then worth
+// leasing ahead for. kl.mu is held.
+func (kl *keyLease) low(span int64, most int) bool {
+	need := min(kl.rate*float64(span)/1e9, float64(most))
 	return need >= 1 && float64(kl.held()) < need/2 // else a caller leases when it comes
 }
 
 // renewLocked starts a lease call for key's state kl, in the background,
 // and returns the channel closed when it ends; a caller that needs it
 // waits on the channel under its own context. kl.mu is held.
-func (l *leases) renewLocked(kl *keyLease, ks []string) chan struct{} {
+func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	ch := make(chan struct{})
 	kl.renewing = ch
 	l.mu.Lock()
@@ -356,33 +363,35 @@ func (l *leases) renewLocked(kl *keyLease, ks []string) chan struct{} {
 		return ch
 	}
 	now := l.b.client.now()
-	// Size the lease by the rate asked for: over the last span and more,
-	// smoothed, rising at once and falling by half a step per span; within
-	// a span, what was asked so far counts as the span's, a lower bound.
+	// Size the lease by the rate asked for over the last span or more;
+	// within a span, what was asked so far counts as the span's, a lower
+	// bound, so that the rate rises at once.
 	if el := now - kl.askedAt; kl.askedAt > 0 && el >= l.span {
 		r := float64(kl.asked) * 1e9 / float64(el)
-		kl.rate = max((kl.rate+r)/2, r)
+		kl.rate = r
 		kl.asked, kl.askedAt = 0, now
 	} else if kl.askedAt > 0 {
 		kl.rate = max(kl.rate, float64(kl.asked)*1e9/float64(l.span))
 	}
-	want := int(math.Ceil(kl.rate*float64(l.span)/1e9)) + 1
-	after := int64(0) // µs: when the units held will have gone
+	want := max(int(math.Ceil(kl.rate*float64(l.span)/1e9)), n)
+	// The lease reaches one span past from, the earliest its units may
+	// lie: when the next unit fits, after the share's units. So a process
+	// holds at most about a span of the fleet's units, however hot. Its
+	// units start once those held will have gone, at the rate asked.
+	from := max(kl.spent-now, kl.shareTat-now+1000, 0) / 1000 // µs
+	after := from
 	if held := kl.held(); held > 0 && kl.rate > 0 {
-		after = int64(float64(held) / kl.rate * 1e6)
-	}
-	if kl.shareTat > now {
-		after = max(after, (kl.shareTat-now)/1000+1) // after the share's slots
+		after = min(max(after, int64(float64(held)/kl.rate*1e6)), from+l.span/2000)
 	}
 	go func() {
 		defer l.wg.Done()
-		l.renew(kl, ks, want, after, ch)
+		l.renew(kl, ks, want, after, from+l.span/1000, ch)
 	}()
 	return ch
 }
 
 // renew makes one lease call and files its block.
-func (l *leases) renew(kl *keyLease, ks []string, want int, after int64, ch chan struct{}) {
+func (l *leases) renew(kl *keyLease, ks []string, want int, after, horizon int64, ch chan struct{}) {
 	c := l.b.client
 	defer func() {
 		kl.mu.Lock()
@@ -392,7 +401,6 @@ func (l *leases) renew(kl *keyLease, ks []string, want int, after int64, ch chan
 	}()
 	lim := l.b.limits[0]
 	keys := append(ks[:2:2], ks[1]+":live")
-	horizon := after + l.span/1000
 	args := []any{"lease", c.frozenMicros(), 1, lim.algo, lim.interval, lim.burst,
 		want, horizon, after, l.id, int64(liveFor(time.Duration(l.span)) / time.Microsecond), c.channel}
 	sent := c.now()
@@ -401,10 +409,10 @@ func (l *leases) renew(kl *keyLease, ks []string, want int, after int64, ch chan
 	if err != nil {
 		kl.mu.Lock()
 		if errors.Is(err, ErrUnavailable) && !kl.down {
-			// Every unit leased before the outage goes within three spans
-			// of its start, which came before this call was sent: a lease
-			// reaches at most one and a half spans ahead, and a unit goes
-			// at most a span after its slot.
+			// Every unit leased before the outage goes within about two
+			// spans of its start, which came before this call was sent: a
+			// lease reaches at most a span ahead (of when the next unit
+			// fits), and a unit goes at most a span after its slot.
 			kl.down = true
 			kl.shareAt = max(kl.shareAt, sent+3*l.span, kl.lastSlot())
 		}

@@ -77,6 +77,9 @@ func TestSlotLeaseExact(t *testing.T) {
 		}
 		clk.advance(ms)
 	}
+	for p, l := range procs {
+		t.Logf("process %d dropped %d", p, l.leases.key("api").dropped)
+	}
 	slices.Sort(admitted)
 	assert.Equal(t, -1, conforms(admitted, 10000, 20), "a unit went out where the configured bucket would refuse it")
 	// 2 s of 100/s plus the burst is the most; demand is far above it.
@@ -149,9 +152,9 @@ func TestSlotLeasePause(t *testing.T) {
 		assert.GreaterOrEqual(t, r.Delay, 800*ms)
 		clk.advance(ms)
 	}
-	clk.advance(time.Second) // past the pause and the units it moved
-	r := reserve(t, a, "api", 1, 200*ms)
-	require.True(t, r.OK)
+	clk.advance(time.Second)                  // past the pause and the units it moved
+	r := reserve(t, a, "api", 1, time.Second) // behind the units the pause moved
+	require.True(t, r.OK, "%v", r.Delay)
 	assert.GreaterOrEqual(t, clk.us.Load()+r.Delay.Microseconds(), pauseEnd)
 }
 
@@ -237,15 +240,14 @@ func TestSlotLeaseOutage(t *testing.T) {
 	}
 	var share []int64
 	for _, at := range times {
-		if at >= start+400000 {
+		if at >= start+time.Second.Microseconds() {
 			share = append(share, at)
 		}
 	}
-	// From three spans after the first failed call on, 50/s with a burst
-	// of 5: 80 in 1.6 s, and the burst.
+	// By then the units leased before are gone: the share, 50/s with a
+	// burst of 5.
 	assert.Equal(t, -1, conforms(share, 20000, 5))
-	assert.GreaterOrEqual(t, len(share), 80)
-	assert.LessOrEqual(t, len(share), 85)
+	assert.InDelta(t, 50, len(share), 1)
 }
 
 func TestSlotLeaseBadInput(t *testing.T) {
