@@ -353,7 +353,10 @@ func (b *bench) swap(half time.Duration) error {
 		}
 	}
 	fmt.Printf("\nnew hot process at ≥ 95%% of its need (the rate less the others' steady 96/s) within %v of the swap (250 ms steps)\n", reached)
-	return writeShares(share, step)
+	if err := writeShares(share, step); err != nil {
+		return err
+	}
+	return plotShares(share, step)
 }
 
 // writeShares writes the shares per step as CSV for a plot.

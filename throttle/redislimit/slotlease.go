@@ -170,6 +170,7 @@ type keyLease struct {
 	shareTat int64         // the share's GCRA state, local ns (0: unused)
 	shareAt  int64         // no share slot before it
 	dropped  int64         // units leased but dropped unused
+	err      error         // the last lease call's, when Redis was not to blame
 }
 
 // block is one lease: k units, the first next of them handed out or
@@ -267,6 +268,12 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		case <-ch:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
+		}
+		kl.mu.Lock()
+		err := kl.err
+		kl.mu.Unlock()
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 }
@@ -406,27 +413,37 @@ func (l *leases) renew(kl *keyLease, ks []string, want int, after, horizon int64
 	sent := c.now()
 	v, err := c.runScript(context.Background(), l.script, keys, args)
 	arrived := c.now()
-	if err != nil {
-		kl.mu.Lock()
-		if errors.Is(err, ErrUnavailable) && !kl.down {
-			// Every unit leased before the outage goes within about two
-			// spans of its start, which came before this call was sent: a
-			// lease reaches at most a span ahead (of when the next unit
-			// fits), and a unit goes at most a span after its slot.
-			kl.down = true
-			kl.shareAt = max(kl.shareAt, sent+3*l.span, kl.lastSlot())
+	if err == nil {
+		var bl *block
+		var spent, live int64
+		if bl, spent, live, err = l.parse(v, sent, arrived); err == nil {
+			l.file(kl, ks, bl, spent, live, arrived)
+			return
 		}
-		kl.mu.Unlock()
-		return
 	}
-	bl, spent, live, err := l.parse(v, sent, arrived)
-	if err != nil {
-		return
-	}
-	bl.ps = c.pauses.learn(ks[0], bl.epoch, bl.shifted, true)
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
-	kl.down, kl.live = false, max(live, 1)
+	if !errors.Is(err, ErrUnavailable) {
+		kl.err = err
+		return
+	}
+	if !kl.down {
+		// Every unit leased before the outage goes within about two spans
+		// of its start, which came before this call was sent: a lease
+		// reaches at most a span ahead (of when the next unit fits), and
+		// a unit goes at most a span after its slot.
+		kl.down = true
+		kl.shareAt = max(kl.shareAt, sent+3*l.span, kl.lastSlot())
+	}
+}
+
+// file records a lease call's answer: its block, or when the next unit
+// fits.
+func (l *leases) file(kl *keyLease, ks []string, bl *block, spent, live, arrived int64) {
+	bl.ps = l.b.client.pauses.learn(ks[0], bl.epoch, bl.shifted, true)
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	kl.down, kl.live, kl.err = false, max(live, 1), nil
 	kl.shareTat, kl.shareAt = 0, 0
 	if bl.k == 0 {
 		kl.spent, kl.seen = arrived+spent, [2]int64{bl.epoch, bl.shifted}

@@ -275,3 +275,18 @@ func TestSlotLeaseBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotLeaseError: a lease call that fails for a reason other than
+// Redis being away comes back to the caller waiting for it.
+func TestSlotLeaseError(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	c, err := NewClient(rdb, clk.option())
+	require.NoError(t, err)
+	l, err := NewTokenBucket(rdb, throttle.PerSecond(100), 20, WithClient(c), WithSlotLease(100*ms))
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	_, err = l.Reserve(context.Background(), "api", 1, time.Second)
+	assert.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, l.Close())
+}
