@@ -23,8 +23,10 @@
 //   - decisions: 1 process × 64 goroutines calling Allow on one key:
 //     decisions per second;
 //
-//   - swap: one hot process (64 goroutines, as fast as admitted) and three
-//     idle ones (16 goroutines at 1/s each), the hot one swapped at -swap;
+//   - swap: process 1 hot (64 goroutines, as fast as admitted) until
+//     -swap, then idle (64 goroutines at 1/s each), process 2 the other
+//     way round, processes 3 and 4 idle (16 goroutines at 1/s each);
+//     shares per 250 ms go to leases/shares.csv and leases/shares.png;
 //
 //   - outage: overload, Redis SIGSTOPped for -stop from a third of -d;
 //
@@ -485,7 +487,11 @@ func worker() error {
 				}
 				at := now.Sub(start)
 				hot := pace == 0 || (hotTo > hotFrom && at >= hotFrom && at < hotTo)
-				if !hot {
+				if hot {
+					// An idle spell after it starts from now, the
+					// goroutines spread over one pace as at the start.
+					next = now.Add(time.Duration(float64(g) / float64(gs) / max(pace, 1e-9) * 1e9))
+				} else {
 					if now.Before(next) {
 						time.Sleep(min(next.Sub(now), 50*time.Millisecond))
 						continue
