@@ -93,11 +93,17 @@ type leases struct {
 	script *script
 	share  bool // the policy is FailShare
 
-	// mu guards keys and closed.
-	mu     sync.Mutex
-	keys   map[string]*keyLease
+	// mu guards keys and sweepAt. A keyLease's mu may be taken under it,
+	// never the other way round.
+	mu      sync.Mutex
+	keys    map[string]*keyLease
+	sweepAt int
+
+	// life guards closed, and so wg's Add; it may be taken under a
+	// keyLease's mu.
+	life   sync.Mutex
 	closed bool
-	wg     sync.WaitGroup // renewals in the background
+	wg     sync.WaitGroup // lease calls and give-backs in the background
 }
 
 // newLeases checks that b can lease.
@@ -127,7 +133,7 @@ func newLeases(b *budget, cfg config) (*leases, error) {
 	return &leases{
 		b: b, span: int64(cfg.slotLease), id: hex.EncodeToString(id[:]), share: share,
 		script: joinScript("state.lua", "gcra.lua", "pause.lua", "slotlease.lua"),
-		keys:   make(map[string]*keyLease),
+		keys:   make(map[string]*keyLease), sweepAt: minSweep,
 	}, nil
 }
 
@@ -162,14 +168,16 @@ type keyLease struct {
 	renewing chan struct{} // closed when the lease call on the wire ends
 	spent    int64         // local ns: nothing fits in Redis before it
 	seen     [2]int64      // the pause epoch and shift spent was learned under
-	asked    int           // units asked for since the last lease call
-	askedAt  int64         // when that count started
+	asked    int           // units asked for since askedAt
+	askedAt  int64         // when the rate was last measured
+	lastAsk  int64         // when units were last asked for
 	rate     float64       // units per second, smoothed
 	live     int64         // processes Redis last counted, at least 1
 	down     bool          // the last lease call found Redis unavailable
 	shareTat int64         // the share's GCRA state, local ns (0: unused)
 	shareAt  int64         // no share slot before it
 	dropped  int64         // units leased but dropped unused
+	given    int64         // units given back as demand dropped
 	err      error         // the last lease call's, when Redis was not to blame
 }
 
@@ -204,10 +212,43 @@ func (l *leases) key(key string) *keyLease {
 	defer l.mu.Unlock()
 	kl := l.keys[key]
 	if kl == nil {
+		if len(l.keys) >= l.sweepAt {
+			l.sweep()
+		}
 		kl = &keyLease{live: 1}
 		l.keys[key] = kl
 	}
 	return kl
+}
+
+// sweep drops the keys that hold nothing and know nothing that a new
+// lease call would not tell again. l.mu is held.
+func (l *leases) sweep() {
+	now := l.b.client.now()
+	for k, kl := range l.keys {
+		kl.mu.Lock()
+		if len(kl.blocks) == 0 && kl.renewing == nil && !kl.down && kl.spent <= now && kl.shareTat <= now {
+			delete(l.keys, k)
+		}
+		kl.mu.Unlock()
+	}
+	l.sweepAt = max(minSweep, 2*len(l.keys))
+}
+
+// goBackground runs f on a goroutine that close waits for, unless the
+// leases are closed, and reports whether it did.
+func (l *leases) goBackground(f func()) bool {
+	l.life.Lock()
+	defer l.life.Unlock()
+	if l.closed {
+		return false
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // reserve takes n leased units for key, leasing more when the process
@@ -225,13 +266,16 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		cur := c.pauses.current(ks[0])
 		kl.mu.Lock()
 		if !counted {
-			if kl.askedAt == 0 {
-				kl.askedAt = now
+			if kl.askedAt == 0 || now-kl.lastAsk >= l.span {
+				kl.asked, kl.askedAt, kl.rate = 0, now, 0 // first, or after a silent span
 			}
 			kl.asked += n
+			kl.lastAsk = now
 			counted = true
 		}
 		kl.drop(now, cur)
+		kl.measure(now, l.span)
+		l.trimLocked(kl, ks, n)
 		if r, ok := kl.take(c, n, now, maxWait); ok {
 			if kl.low(l.span, l.b.most) && kl.renewing == nil {
 				l.renewLocked(kl, ks, n)
@@ -352,34 +396,58 @@ func (kl *keyLease) low(span int64, most int) bool {
 	return need >= 1 && float64(kl.held()) < need/2 // else a caller leases when it comes
 }
 
+// measure updates the rate this process asks for units at: over the
+// last span or more, or, within a span, what was asked so far counted as
+// the span's, a lower bound, so that the rate rises at once. kl.mu is
+// held.
+func (kl *keyLease) measure(now, span int64) {
+	if kl.askedAt == 0 {
+		return
+	}
+	if el := now - kl.askedAt; el >= span {
+		kl.rate = float64(kl.asked) * 1e9 / float64(el)
+		kl.asked, kl.askedAt = 0, now
+		return
+	}
+	kl.rate = max(kl.rate, float64(kl.asked)*1e9/float64(span))
+}
+
+// trimLocked gives back, in the background, the tail of the newest block
+// beyond what two spans of the rate asked for (and n) need, once demand
+// has dropped. The units leave the block at once, so none is handed out
+// while the give-back is on the wire; Redis takes them back only while
+// the block is the bucket's latest booking, as Cancel would, and
+// otherwise they are lost. kl.mu is held.
+func (l *leases) trimLocked(kl *keyLease, ks []string, n int) {
+	excess := kl.held() - n - int(math.Ceil(2*kl.rate*float64(l.span)/1e9))
+	if excess <= 0 || len(kl.blocks) == 0 {
+		return
+	}
+	bl := kl.blocks[len(kl.blocks)-1]
+	keep := max(bl.k-excess, bl.next)
+	if keep == bl.k {
+		return
+	}
+	tail := *bl
+	tail.next = keep
+	bl.k = keep
+	c := l.b.client
+	l.goBackground(func() {
+		if l.giveBack(ks, &tail, c) {
+			kl.mu.Lock()
+			kl.given += int64(tail.k - keep)
+			kl.mu.Unlock()
+		}
+	})
+}
+
 // renewLocked starts a lease call for key's state kl, in the background,
 // and returns the channel closed when it ends; a caller that needs it
 // waits on the channel under its own context. kl.mu is held.
 func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	ch := make(chan struct{})
-	kl.renewing = ch
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.wg.Add(1)
-	}
-	l.mu.Unlock()
-	if closed {
-		kl.renewing = nil
-		close(ch)
-		return ch
-	}
 	now := l.b.client.now()
-	// Size the lease by the rate asked for over the last span or more;
-	// within a span, what was asked so far counts as the span's, a lower
-	// bound, so that the rate rises at once.
-	if el := now - kl.askedAt; kl.askedAt > 0 && el >= l.span {
-		r := float64(kl.asked) * 1e9 / float64(el)
-		kl.rate = r
-		kl.asked, kl.askedAt = 0, now
-	} else if kl.askedAt > 0 {
-		kl.rate = max(kl.rate, float64(kl.asked)*1e9/float64(l.span))
-	}
+	kl.measure(now, l.span)
 	want := max(int(math.Ceil(kl.rate*float64(l.span)/1e9)), n)
 	// The lease reaches one span past from, the earliest its units may
 	// lie: when the next unit fits, after the share's units. So a process
@@ -390,10 +458,11 @@ func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	if held := kl.held(); held > 0 && kl.rate > 0 {
 		after = min(max(after, int64(float64(held)/kl.rate*1e6)), from+l.span/2000)
 	}
-	go func() {
-		defer l.wg.Done()
-		l.renew(kl, ks, want, after, from+l.span/1000, ch)
-	}()
+	kl.renewing = ch
+	if !l.goBackground(func() { l.renew(kl, ks, want, after, from+l.span/1000, ch) }) {
+		kl.renewing = nil
+		close(ch)
+	}
 	return ch
 }
 
@@ -510,9 +579,9 @@ func (l *leases) outage(ctx context.Context, kl *keyLease, key string, n int, ma
 // close waits for the lease calls on the wire and gives back the unused
 // tail of each key's newest blocks.
 func (l *leases) close() {
-	l.mu.Lock()
+	l.life.Lock()
 	l.closed = true
-	l.mu.Unlock()
+	l.life.Unlock()
 	l.wg.Wait()
 	l.mu.Lock()
 	keys := make(map[string][]*block, len(l.keys))
@@ -541,8 +610,12 @@ func (l *leases) close() {
 func (l *leases) giveBack(ks []string, bl *block, c *Client) bool {
 	lim := l.b.limits[0]
 	keys := append(ks[:2:2], ks[1]+":live")
+	latest := bl.before // the block goes, and the one before may go next
+	if bl.next > 0 {
+		latest = bl.seq // what is left of it stays the latest booking
+	}
 	args := []any{"giveback", c.frozenMicros(), 1, lim.algo, lim.interval, lim.burst,
-		bl.seq, bl.before, bl.tatAfter(bl.next), bl.epoch, bl.shifted, c.channel}
+		bl.seq, latest, bl.tatAfter(bl.next), bl.epoch, bl.shifted, c.channel}
 	v, err := c.runScript(context.Background(), l.script, keys, args)
 	if err != nil {
 		return false

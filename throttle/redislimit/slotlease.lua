@@ -51,17 +51,19 @@ if op == 'lease' then
   g.save(p)
   return {k, 0, live, P.epoch, P.shifted, now, first, tat, s.seq, before}
 elseif op == 'giveback' then
-  -- the block booked as seq after before, under the pause state (epoch,
-  -- shifted), keeps only the units that left the bucket at tat: the
-  -- rest go back if the block is still the bucket's latest booking.
-  local seq, before, tat = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2])
+  -- the block booked as seq, under the pause state (epoch, shifted),
+  -- keeps only the units that left the bucket at tat: the rest go back
+  -- if the block is still the bucket's latest booking, and latest is the
+  -- booking that may be given back next (the block's, when some of it
+  -- stays; the one before it, when it all goes).
+  local seq, latest, tat = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2])
   local epoch, shifted = tonumber(ARGV[argc + 3]), tonumber(ARGV[argc + 4])
   if p.new or s.latest ~= seq then return 0 end
   if epoch ~= 0 and epoch ~= P.epoch then return 0 end
   tat = tat + P.shifted - shifted
   if tat >= s.tat then return 0 end
   s.tat = tat
-  s.latest = before
+  s.latest = latest
   g.save(p)
   return 1
 end

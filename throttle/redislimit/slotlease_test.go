@@ -290,3 +290,33 @@ func TestSlotLeaseError(t *testing.T) {
 	assert.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, l.Close())
 }
+
+// TestSlotLeaseDemandDrops: when a process asks for far fewer units than
+// it holds, it gives back the tail of its newest block, which is still
+// the bucket's latest booking, and the bucket has those units again.
+func TestSlotLeaseDemandDrops(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	a := leased(t, rdb, clk)
+	for range 100 { // 1000/s asked for 100 ms, waiting up to 1 s: blocks of 10
+		reserve(t, a, "api", 1, time.Second)
+		settle(a)
+		clk.advance(ms)
+	}
+	kl := a.leases.key("api")
+	held := kl.held()
+	require.Greater(t, held, 3)
+	before, err := a.Inspect(context.Background(), "api")
+	require.NoError(t, err)
+	clk.advance(100 * ms) // nothing asked for a span: the rate drops
+	reserve(t, a, "api", 1, time.Second)
+	settle(a)
+	kl.mu.Lock()
+	given, left := kl.given, kl.held()
+	kl.mu.Unlock()
+	assert.Positive(t, given)
+	assert.LessOrEqual(t, left, held-int(given))
+	after, err := a.Inspect(context.Background(), "api")
+	require.NoError(t, err)
+	assert.Less(t, after.Ahead, before.Ahead-int(given)+1, "the units given back are no longer booked")
+}
