@@ -51,6 +51,9 @@ import (
 //     other units of its block follow it. Close gives back the unused
 //     tail of each key's newest blocks, while no other booking followed
 //     them (the rule [throttle.Reservation.Cancel] follows).
+//   - When a span passes with no call, the process gives back, under the
+//     same rule, the tail of its newest block beyond what two spans of
+//     its new rate need.
 //   - While Redis is away, the process keeps handing out the units it
 //     holds. Then [FailClosed], [FailOpen] and [Fallback] decide as
 //     without leases, and [FailShare] takes the process's share.
@@ -171,6 +174,7 @@ type keyLease struct {
 	asked    int           // units asked for since askedAt
 	askedAt  int64         // when the rate was last measured
 	lastAsk  int64         // when units were last asked for
+	lastDue  int64         // the latest due time of a unit handed out
 	rate     float64       // units per second, smoothed
 	live     int64         // processes Redis last counted, at least 1
 	down     bool          // the last lease call found Redis unavailable
@@ -266,16 +270,23 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		cur := c.pauses.current(ks[0])
 		kl.mu.Lock()
 		if !counted {
-			if kl.askedAt == 0 || now-kl.lastAsk >= l.span {
-				kl.asked, kl.askedAt, kl.rate = 0, now, 0 // first, or after a silent span
+			// Silent: no call for a span, and no caller still waiting
+			// for a unit handed out.
+			silent := kl.askedAt != 0 && now-max(kl.lastAsk, kl.lastDue) >= l.span
+			if kl.askedAt == 0 || silent {
+				kl.asked, kl.askedAt, kl.rate = 0, now, 0
 			}
 			kl.asked += n
 			kl.lastAsk = now
 			counted = true
+			if silent { // demand dropped
+				kl.drop(now, cur)
+				kl.measure(now, l.span)
+				l.trimLocked(kl, ks, n)
+			}
 		}
 		kl.drop(now, cur)
 		kl.measure(now, l.span)
-		l.trimLocked(kl, ks, n)
 		if r, ok := kl.take(c, n, now, maxWait); ok {
 			if kl.low(l.span, l.b.most) && kl.renewing == nil {
 				l.renewLocked(kl, ks, n)
@@ -383,6 +394,7 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 			kl.blocks = kl.blocks[1:]
 		}
 	}
+	kl.lastDue = max(kl.lastDue, due)
 	lb := &leaseBooking{c: c, ps: last.ps, base: due - last.shifted*1000}
 	last.ps.hold(lb.base)
 	return throttle.NewReservation(lb, time.Duration(delay), held-n), true
@@ -413,11 +425,12 @@ func (kl *keyLease) measure(now, span int64) {
 }
 
 // trimLocked gives back, in the background, the tail of the newest block
-// beyond what two spans of the rate asked for (and n) need, once demand
-// has dropped. The units leave the block at once, so none is handed out
-// while the give-back is on the wire; Redis takes them back only while
-// the block is the bucket's latest booking, as Cancel would, and
-// otherwise they are lost. kl.mu is held.
+// beyond what two spans of the rate asked for (and n) need: reserve calls
+// it when demand has dropped, after a span with no call. The units leave
+// the block at once, so that none is handed out while the give-back is on
+// the wire; Redis takes them back only while the block is the bucket's
+// latest booking, as Cancel would, and otherwise they return to the
+// block. kl.mu is held.
 func (l *leases) trimLocked(kl *keyLease, ks []string, n int) {
 	excess := kl.held() - n - int(math.Ceil(2*kl.rate*float64(l.span)/1e9))
 	if excess <= 0 || len(kl.blocks) == 0 {
@@ -430,13 +443,17 @@ func (l *leases) trimLocked(kl *keyLease, ks []string, n int) {
 	}
 	tail := *bl
 	tail.next = keep
-	bl.k = keep
+	bl.k = keep // none of them is handed out while the give-back is on the wire
 	c := l.b.client
 	l.goBackground(func() {
-		if l.giveBack(ks, &tail, c) {
-			kl.mu.Lock()
+		given := l.giveBack(ks, &tail, c)
+		kl.mu.Lock()
+		defer kl.mu.Unlock()
+		switch {
+		case given:
 			kl.given += int64(tail.k - keep)
-			kl.mu.Unlock()
+		case bl.k == keep && slices.Contains(kl.blocks, bl):
+			bl.k = tail.k // refused: the units are still this process's
 		}
 	})
 }
