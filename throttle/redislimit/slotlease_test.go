@@ -308,7 +308,12 @@ func TestSlotLeaseDemandDrops(t *testing.T) {
 	require.Greater(t, held, 3)
 	before, err := a.Inspect(context.Background(), "api")
 	require.NoError(t, err)
-	clk.advance(100 * ms) // nothing asked for a span: the rate drops
+	// Nothing asked for a span after the last caller's unit came: the
+	// rate drops.
+	kl.mu.Lock()
+	quiet := time.Duration(kl.lastDue - clk.us.Load()*1000 + int64(100*ms))
+	kl.mu.Unlock()
+	clk.advance(quiet)
 	reserve(t, a, "api", 1, time.Second)
 	settle(a)
 	kl.mu.Lock()
