@@ -71,20 +71,23 @@ func WithSlotLease(span time.Duration) Option {
 // while Redis is away, once the units in hand are spent, a process takes
 // its share of the budget in process: the limit (rate and burst) divided
 // by the processes that leased on the key lately, which each lease call
-// counts (a process counts for ten spans, and at least a second, after
+// counts (a process counts for a hundred spans, and at least 10 s, after
 // its last lease call). It starts three spans after the first failed
 // call, when every unit leased before the outage has gone; once Redis is
 // back, its next lease books no slot before the last one the share gave.
 // A process that was alone when it last reached Redis takes the whole
-// budget; an idle process drops out of the others' count.
+// budget. A process idle for longer drops out of the others' count, so
+// that if it wakes into an outage the fleet may pass the limit: by its
+// share, at most.
 const FailShare FailMode = -1
 
 // oneTrip, as reserve's after, books in Redis without the lease.
 const oneTrip time.Duration = -1
 
-// liveFor is how long a lease call counts its process as live: ten spans,
-// and at least a second.
-func liveFor(span time.Duration) time.Duration { return max(10*span, time.Second) }
+// liveFor is how long a lease call counts its process as live: a hundred
+// spans, and at least 10 s, so that a process idle for a while still
+// counts when an outage finds it busy again.
+func liveFor(span time.Duration) time.Duration { return max(100*span, 10*time.Second) }
 
 // leases hands out a budget's units from blocks it leases per key. It
 // exists for the bench/leases goals (≤ 0.05 round trips per admitted
@@ -368,18 +371,31 @@ func (kl *keyLease) held() int {
 // take hands out n units, if the blocks hold them, as one reservation due
 // at the last one's slot. kl.mu is held.
 func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*throttle.Reservation, bool) {
-	held := kl.held()
-	if held < n {
-		return nil, false
-	}
-	// The n-th unit ahead, across blocks.
+	var held int
 	var last *block
 	var due int64
-	for i, bi := n, 0; i > 0; bi++ {
-		bl := kl.blocks[bi]
-		m := min(i, bl.k-bl.next)
-		last, due = bl, bl.slot(bl.next+m-1)
-		i -= m
+	for {
+		if held = kl.held(); held < n {
+			return nil, false
+		}
+		// The n-th unit ahead, across blocks.
+		for i, bi := n, 0; i > 0; bi++ {
+			bl := kl.blocks[bi]
+			m := min(i, bl.k-bl.next)
+			last, due = bl, bl.slot(bl.next+m-1)
+			i -= m
+		}
+		// The n units go together, at the last one's slot: the first
+		// may not go later than its own allows (drop saw to now).
+		first := kl.blocks[0]
+		if due <= first.slot(first.next)+first.grace {
+			break
+		}
+		first.next++
+		kl.dropped++
+		if first.next == first.k {
+			kl.blocks = kl.blocks[1:]
+		}
 	}
 	delay := max(due-now, 0)
 	if maxWait >= 0 && time.Duration(delay) > maxWait {

@@ -325,3 +325,30 @@ func TestSlotLeaseDemandDrops(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, after.Ahead, before.Ahead-int(given)+1, "the units given back are no longer booked")
 }
+
+// TestSlotLeaseLeakyBucket: a leaky bucket leases as the token bucket
+// does, within its bound, and n units go together.
+func TestSlotLeaseLeakyBucket(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	l, err := NewLeakyBucket(rdb, throttle.PerSecond(100), 20, clk.option(), WithSlotLease(100*ms))
+	require.NoError(t, err)
+	closeAll(t, l)
+	var admitted []int64
+	for step := range 2000 {
+		n := 1 + step%3
+		r, err := l.Reserve(context.Background(), "api", n, 50*ms)
+		require.NoError(t, err)
+		if r.OK {
+			for range n {
+				admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
+			}
+		}
+		l.leases.wg.Wait()
+		clk.advance(ms)
+	}
+	slices.Sort(admitted)
+	// capacity 20: GCRA burst 21.
+	assert.Equal(t, -1, conforms(admitted, 10000, 21))
+	assert.GreaterOrEqual(t, len(admitted), 180, "2 s at 100/s")
+}
