@@ -249,11 +249,7 @@ func (c *call) run() (*http.Response, error) {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
-		var sent time.Time
-		if c.t.learner != nil || c.t.upstream != nil {
-			sent = time.Now() // for the latency a learner hears of
-		}
-		resp, err := c.send()
+		resp, sent, now, err := c.send()
 		if err != nil {
 			c.learn(nil, sent, sent)
 			return orLast(last, err)
@@ -262,7 +258,6 @@ func (c *call) run() (*http.Response, error) {
 		discard(last)
 		last = nil
 
-		now := time.Now()
 		c.learn(resp, sent, now)
 		c.pause(resp, now)
 		delay, ok := c.retryAfter(resp, now)
@@ -354,29 +349,36 @@ func (c *call) refuse(err error) error {
 }
 
 // send hands this attempt to the base RoundTripper, which closes the body
-// from here on. It returns a response or an error, never both.
-func (c *call) send() (*http.Response, error) {
+// from here on. It returns a response or an error, never both, with the
+// times the attempt was sent and answered: the zero time when nothing
+// uses them.
+func (c *call) send() (resp *http.Response, sent, now time.Time, err error) {
 	out := c.outgoing()
 	c.body = nil
 	c.t.sent.Add(1)
-	var start time.Time
-	if c.t.observer.Sent != nil {
-		start = time.Now()
+	// One clock read at each end, shared by Observer.Sent, the learners'
+	// latency and the response's handling. (Goal: ≤ 1µs overhead per
+	// request with metrics attached.)
+	if c.t.observer.Sent != nil || c.t.learner != nil || c.t.upstream != nil {
+		sent = time.Now()
 	}
-	resp, err := c.t.roundTripper().RoundTrip(out)
+	resp, err = c.t.roundTripper().RoundTrip(out)
+	if !sent.IsZero() || c.t.pauser != nil || c.t.retry {
+		now = time.Now()
+	}
 	if f := c.t.observer.Sent; f != nil {
-		c.sent(f, out, resp, err, time.Since(start))
+		c.sent(f, out, resp, err, now.Sub(sent))
 	}
 	switch {
 	case err != nil:
 		discard(resp)
-		return nil, err
+		return nil, sent, now, err
 	case resp == nil:
-		return nil, errNilResponse
+		return nil, sent, now, errNilResponse
 	case c.booked != nil && resp.Request == nil:
 		resp.Request = out // for Settle
 	}
-	return resp, nil
+	return resp, sent, now, nil
 }
 
 // sent reports an attempt's outcome to the observer's Sent.
