@@ -50,6 +50,7 @@ type Transport struct {
 	actual     func(*http.Response) ([]int, bool)
 	maxWait    time.Duration
 	observer   Observer
+	epoch      time.Time // NewTransport's: attempts' send times are read against it
 
 	sent, retries, refused, pauses atomic.Uint64
 }
@@ -66,7 +67,7 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, maxWait: DefaultMaxWait}
+	t := &Transport{base: base, maxWait: DefaultMaxWait, epoch: time.Now()}
 	for i, o := range opts {
 		if o == nil {
 			panic(fmt.Sprintf("egress: NewTransport given a nil Option at index %d", i))
@@ -249,21 +250,16 @@ func (c *call) run() (*http.Response, error) {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
-		var sent time.Time
-		if c.t.learner != nil || c.t.upstream != nil {
-			sent = time.Now() // for the latency a learner hears of
-		}
-		resp, err := c.send()
+		resp, took, now, err := c.send()
 		if err != nil {
-			c.learn(nil, sent, sent)
+			c.learn(nil, 0, now)
 			return orLast(last, err)
 		}
 		c.settleFrom(resp)
 		discard(last)
 		last = nil
 
-		now := time.Now()
-		c.learn(resp, sent, now)
+		c.learn(resp, took, now)
 		c.pause(resp, now)
 		delay, ok := c.retryAfter(resp, now)
 		if !ok {
@@ -354,29 +350,42 @@ func (c *call) refuse(err error) error {
 }
 
 // send hands this attempt to the base RoundTripper, which closes the body
-// from here on. It returns a response or an error, never both.
-func (c *call) send() (*http.Response, error) {
+// from here on. It returns a response or an error, never both, with how
+// long the base took and the time it answered, each read only when
+// something uses it (zero otherwise).
+func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, err error) {
 	out := c.outgoing()
 	c.body = nil
 	c.t.sent.Add(1)
-	var start time.Time
-	if c.t.observer.Sent != nil {
-		start = time.Now()
+	// One clock read at each end, shared by Observer.Sent, the learners'
+	// latency and the response's handling; the first reads only the
+	// monotonic clock, which costs less than time.Now. (Goal: ≤ 1µs
+	// overhead per request with metrics attached.)
+	timed := c.t.observer.Sent != nil || c.t.learner != nil || c.t.upstream != nil
+	var start time.Duration
+	if timed {
+		start = time.Since(c.t.epoch)
 	}
-	resp, err := c.t.roundTripper().RoundTrip(out)
+	resp, err = c.t.roundTripper().RoundTrip(out)
+	if timed || c.t.pauser != nil || c.t.retry {
+		now = time.Now()
+	}
+	if timed {
+		took = now.Sub(c.t.epoch) - start
+	}
 	if f := c.t.observer.Sent; f != nil {
-		c.sent(f, out, resp, err, time.Since(start))
+		c.sent(f, out, resp, err, took)
 	}
 	switch {
 	case err != nil:
 		discard(resp)
-		return nil, err
+		return nil, took, now, err
 	case resp == nil:
-		return nil, errNilResponse
+		return nil, took, now, errNilResponse
 	case c.booked != nil && resp.Request == nil:
 		resp.Request = out // for Settle
 	}
-	return resp, nil
+	return resp, took, now, nil
 }
 
 // sent reports an attempt's outcome to the observer's Sent.
@@ -409,17 +418,17 @@ func (c *call) outgoing() *http.Request {
 	return out
 }
 
-// learn tells the limiters that learn what became of the attempt sent at
-// sent: resp, arrived at now, or no response when resp is nil.
+// learn tells the limiters that learn what became of the attempt that
+// took latency: resp, arrived at now, or no response when resp is nil.
 //
 // The record of what the upstream states hears nothing until a response
 // states a quota or pauses the key ([throttle.Upstream.Heard]): until
 // then nothing was booked on it.
-func (c *call) learn(resp *http.Response, sent, now time.Time) {
+func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) {
 	if c.t.learner == nil && c.t.upstream == nil {
 		return
 	}
-	o := throttle.Outcome{Failed: resp == nil, Latency: now.Sub(sent)}
+	o := throttle.Outcome{Failed: resp == nil, Latency: latency}
 	if c.cost > 0 {
 		o.N = c.cost
 	}

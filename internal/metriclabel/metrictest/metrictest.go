@@ -1,6 +1,7 @@
 // Package metrictest holds what the tests and benchmarks of the metrics
 // adapters under extra/ share: an in-memory base, a limiter that waits a
-// known time, and the overhead benchmark.
+// known time, and the overhead benchmark, whose interleaved measure
+// bench/micro uses too.
 package metrictest
 
 import (
@@ -59,7 +60,7 @@ type Attach func(newTransport func(...egress.Option) *egress.Transport) http.Rou
 //
 // The lib= runs measure each RoundTripper alone. The overhead= runs
 // measure two of them interleaved, in blocks of 64 requests, in the
-// thread's CPU time (see interleaved), so that a busy machine slows both
+// thread's CPU time (see [Interleaved]), so that a busy machine slows both
 // alike: ns/op is then what the
 // second adds over the first, added-allocs/op its allocations, and
 // "ratio" its time over the first's.
@@ -105,8 +106,8 @@ func BenchmarkOverhead(b *testing.B, name string, attach Attach) {
 			}
 		})
 	}
-	b.Run("overhead=egress+"+name+"-over-bare-base", func(b *testing.B) { interleaved(b, req, bare, metered) })
-	b.Run("overhead="+name+"-over-egress", func(b *testing.B) { interleaved(b, req, plain, metered) })
+	b.Run("overhead=egress+"+name+"-over-bare-base", func(b *testing.B) { Interleaved(b, req, bare, metered) })
+	b.Run("overhead="+name+"-over-egress", func(b *testing.B) { Interleaved(b, req, plain, metered) })
 }
 
 func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
@@ -117,12 +118,14 @@ func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 	_ = resp.Body.Close()
 }
 
-// interleaved sends b.N requests through each of base and rt, in
-// alternating blocks, and reports what rt adds. It counts the CPU time of
+// Interleaved sends b.N requests through each of base and rt, in
+// alternating blocks, and reports what rt adds: ns/op is rt's time less
+// base's, added-allocs/op its allocations less base's, and ratio its
+// time over base's. It counts the CPU time of
 // the benchmark's thread (on Linux), so that the time other processes take
 // on a busy machine is not counted; the work is all on that thread, as
 // neither RoundTripper starts a goroutine.
-func interleaved(b *testing.B, req *http.Request, base, rt http.RoundTripper) {
+func Interleaved(b *testing.B, req *http.Request, base, rt http.RoundTripper) {
 	const block = 64
 	var (
 		took  [2]time.Duration
