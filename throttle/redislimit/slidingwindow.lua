@@ -95,6 +95,57 @@ defines.sl = function()
     return gone > 0
   end
 
+  -- settle removes the booking's last units from the log, those still
+  -- in it at the booking's slot, or adds the excess there (named by the
+  -- settle's id, at most limit of them: more say nothing more), as
+  -- throttle/slidingwindow.go. The log then holds what was really used.
+  -- slot is where the booking is due now; a unit a pause found already
+  -- due stayed where it was, so a unit of the booking lies between its
+  -- slot as booked and slot.
+  function slidingLog.settle(p, tok, n, delta, slot, stale, id)
+    if delta < 0 then
+      if stale or not tok then return end
+      local gone = 0
+      members(tok[1], n, function(args)
+        local scores = redis.call('ZMSCORE', p.key, unpack(args))
+        local drop = {}
+        for i, sc in ipairs(scores) do
+          local j = tonumber(string.match(args[i], ':(%d+)$'))
+          if sc and j > n + delta and tonumber(sc) <= slot then drop[#drop + 1] = args[i] end
+        end
+        if #drop > 0 then gone = gone + redis.call('ZREM', p.key, unpack(drop)) end
+      end)
+      p.units = p.units - gone
+      if gone > 0 and p.units > 0 then
+        local top = redis.call('ZRANGE', p.key, -1, -1, 'WITHSCORES')
+        p.last = tonumber(top[2])
+      end
+      return
+    end
+    local at = slot
+    if tok and not stale then
+      local sc = redis.call('ZSCORE', p.key, fmt(tok[1]) .. ':1')
+      if sc then at = tonumber(sc) end
+    end
+    local add = math.min(delta, p.limit)
+    local i = 1
+    while i <= add do
+      local args = {}
+      for j = i, math.min(add, i + 999) do
+        args[#args + 1] = fmt(at)
+        args[#args + 1] = id .. '+' .. fmt(j)
+      end
+      redis.call('ZADD', p.key, unpack(args))
+      i = i + 1000
+    end
+    p.units = p.units + add
+    p.last = math.max(p.last, at)
+    if p.units > p.limit then
+      redis.call('ZREMRANGEBYRANK', p.key, counters, counters + p.units - p.limit - 1)
+      p.units = p.limit
+    end
+  end
+
   function slidingLog.shift(p, at, d)
     local later = redis.call('ZRANGEBYSCORE', p.key, '(' .. fmt(at), '+inf', 'WITHSCORES')
     for i = 1, #later, 2 do

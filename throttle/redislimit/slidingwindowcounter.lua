@@ -95,6 +95,26 @@ defines.swc = function()
     return true
   end
 
+  -- settle adjusts the count of the booking's window while the counters
+  -- hold it, the cursor's or the one before, as
+  -- throttle/slidingwindowcounter.go. An excess in a window after the
+  -- cursor's (a state that had forgotten the booking) counts there like a
+  -- booking.
+  function slidingCounter.settle(p, tok, n, delta, slot, stale)
+    if delta < 0 and stale then return end
+    local s = p.state
+    local k = windowOf(p, slot)
+    if k == s.cursor then
+      s.count = math.max(s.count + delta, 0)
+    elseif k == s.cursor - 1 then
+      s.previous = math.max(s.previous + delta, 0)
+    elseif k == s.cursor + 1 and delta > 0 then
+      s.cursor, s.previous, s.count = k, s.count, delta
+    elseif k > s.cursor + 1 and delta > 0 then
+      s.cursor, s.previous, s.count = k, 0, delta
+    end
+  end
+
   -- shift moves the key's grid, and every unit counted on it, later by d.
   function slidingCounter.shift(p, at, d)
     local s = p.state
