@@ -76,6 +76,14 @@ local function remaining()
   return least
 end
 
+-- saveSettled saves the parts that settles changed, for the ops that
+-- save nothing themselves.
+local function saveSettled()
+  for _, p in ipairs(parts) do
+    if p.settled then algorithms[p.algo].save(p) end
+  end
+end
+
 -- reserve books costs[i] units on part i at one common slot, waiting at
 -- most maxWait (-1: any time), no earlier than after from now. A part of
 -- cost 0 books nothing, and its token is '-'.
@@ -83,6 +91,7 @@ local function reserve(costs, maxWait, after)
   local slot = earliest(math.max(now + after, P['until']), costs)
   if not slot then return redis.error_reply('ERR redislimit: parts found no common slot') end
   if maxWait >= 0 and slot - now > maxWait then
+    saveSettled()
     return {0, slot - now - maxWait, remaining(), P.epoch, P.shifted, 0}
   end
   local reply = {1, slot - now, 0, P.epoch, P.shifted, slot}
@@ -100,14 +109,6 @@ local function reserve(costs, maxWait, after)
   end
   reply[3] = least
   return reply
-end
-
--- saveSettled saves the parts that settles changed, for the ops that
--- save nothing themselves.
-local function saveSettled()
-  for _, p in ipairs(parts) do
-    if p.settled then algorithms[p.algo].save(p) end
-  end
 end
 
 if op == 'reserve' then
