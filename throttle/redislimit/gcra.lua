@@ -89,19 +89,22 @@ defines.tb = function()
     local before = -1 -- the booking this one follows, if it may still be cancelled
     if s.tat >= slot then before = s.latest end
     local slack = math.max(s.tat - slot, 0)
+    local gap = math.max(slot - s.tat, 0) -- idle before the slot
     s.tat = math.max(s.tat, slot) + n * p.interval
     s.seq = s.seq + 1
     s.latest = s.seq
     pushSlack(p, s.seq, slack)
-    return gcraLeft(p, slot), token(s.seq, before)
+    return gcraLeft(p, slot), token(s.seq, before, gap)
   end
 
-  -- give takes the units back only from the latest booking: its token is
-  -- {seq, the booking before it}.
+  -- give takes the units back only from the latest booking, and the idle
+  -- stretch its slot left before it (as in process, tat goes back to
+  -- where it was, plus what settles changed since): its token is {seq,
+  -- the booking before it, that stretch}.
   function gcra.give(p, tok, n)
     local s = p.state
     if s.latest ~= tok[1] then return false end
-    s.tat = s.tat - n * p.interval
+    s.tat = s.tat - n * p.interval - (tok[3] or 0)
     s.latest = tok[2]
     return true
   end
@@ -110,15 +113,17 @@ defines.tb = function()
   -- (a part that booked nothing is booked now, at its slot); a give-back
   -- moves tat earlier by its cost, in full for the latest booking, and
   -- otherwise no further than the least slack of the bookings after it.
-  -- A stale booking (of a state since dropped) is charged from now, and
-  -- gives nothing back.
+  -- A stale booking (of a state since dropped) gives nothing back; its
+  -- excess moves tat later all the same, which is never less than exact
+  -- (every booking of the dropped state lay before the new one's first),
+  -- or, with no state at all, is charged from now.
   function gcra.settle(p, tok, n, delta, slot, stale)
     local s = p.state
     stale = stale or (tok and tok[1] <= s.first)
     local before = s.tat
-    if delta > 0 and stale then
-      s.tat = math.max(s.tat, now) + delta * p.interval
-    elseif delta > 0 and not tok then
+    if delta > 0 and stale and p.new then
+      s.tat = now + delta * p.interval -- nothing on record: the dropped tat lay no later than now
+    elseif delta > 0 and not tok and not stale then
       s.seq = s.seq + 1
       s.latest = -1 -- units lie after the latest booking's now
       s.tat = math.max(s.tat, slot) + delta * p.interval
@@ -127,7 +132,7 @@ defines.tb = function()
       s.tat = s.tat + delta * p.interval
     elseif not stale and tok then
       local back = -delta * p.interval
-      if tok[1] ~= s.seq then
+      if tok[1] ~= s.seq and tok[1] ~= s.latest then -- not the latest one standing
         local least = slackAfter(p, tok[1])
         if least >= 0 then back = math.min(back, least) end
       end
