@@ -19,7 +19,7 @@ func (b *budget) part() *budget { return b }
 // booked together in one script.
 type Composite struct {
 	*budget
-	args [][]int // the limits of each of All's parts, for ReserveParts
+	partLimits [][]int // the limits of each of All's parts, for ReserveParts
 }
 
 // All returns a limiter that grants units only when every part grants
@@ -68,7 +68,7 @@ func All(parts ...Part) (*Composite, error) {
 	for _, l := range limits[1:] {
 		c.most = min(c.most, l.most)
 	}
-	return &Composite{budget: c, args: args}, nil
+	return &Composite{budget: c, partLimits: args}, nil
 }
 
 // sameClient compares two clients without panicking on a client type

@@ -240,8 +240,8 @@ func (c *Client) Flush(ctx context.Context) error {
 //
 // Reserve with one n stays the way to book the same units on every part.
 func (c *Composite) ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*throttle.Reservation, error) {
-	if len(costs) != len(c.args) {
-		return nil, fmt.Errorf("redislimit: ReserveParts needs %d costs, one per part, got %d", len(c.args), len(costs))
+	if len(costs) != len(c.partLimits) {
+		return nil, fmt.Errorf("redislimit: ReserveParts needs %d costs, one per part, got %d", len(c.partLimits), len(costs))
 	}
 	per := make([]int, len(c.limits))
 	most := 0
@@ -249,7 +249,7 @@ func (c *Composite) ReserveParts(ctx context.Context, key string, costs []int, m
 		if n < 0 {
 			return nil, fmt.Errorf("redislimit: ReserveParts' cost of part %d must not be negative, got %d", p, n)
 		}
-		for _, i := range c.args[p] {
+		for _, i := range c.partLimits[p] {
 			per[i] = max(per[i], n)
 		}
 		most = max(most, n)
@@ -264,7 +264,7 @@ func (c *Composite) ReserveParts(ctx context.Context, key string, costs []int, m
 	}
 	r, bk, err := c.reserveCosts(ctx, key, 1, per, costs, 0, maxWait, true)
 	if bk != nil {
-		bk.parts = c.args
+		bk.parts = c.partLimits
 	}
 	return r, err
 }

@@ -44,7 +44,8 @@ local function one(P, parts, text)
     local n, actual = tonumber(f[j + 1]), tonumber(f[j + 2])
     if actual ~= n then
       algorithms[p.algo].settle(p, tokens(f[j]), n, actual - n, slot + moved, stale or p.new, id)
-      p.settled, p.new = true, false
+      p.settled = true
+      if actual > n then p.new = false end -- an excess makes the state
     end
   end
 end
