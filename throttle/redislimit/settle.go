@@ -46,9 +46,9 @@ const unbooked = "-"
 // The settle is queued in the process and sent with the key's next
 // script call through this limiter, or on its own after [SettleDelay];
 // Settle does not wait for it. Redis applies each settle once, even when
-// a call is sent again. A settle that fails is kept and sent again, until
-// the Client is closed; Close and [Client.Flush] send every settle still
-// queued.
+// a call is sent again. A settle that Redis could not answer is kept and
+// sent again, until the Client is closed; Close and [Client.Flush] send
+// every settle still queued.
 //
 // An actual larger than a limit could ever admit at once is charged all
 // the same, and the error returned wraps [throttle.ErrExceedsCapacity].
@@ -193,7 +193,10 @@ func (b *budget) call(ctx context.Context, key string, ks []string, args []any) 
 
 // send runs the script with the settles recs placed before the channel,
 // the last argument, and the key's settled record as the last key. When
-// the call fails they are queued again: Redis applies each once.
+// Redis could not answer they are queued again (Redis applies each
+// once); any other failure (the script's, say) would fail again, so they
+// are dropped, leaving their reservations at the estimate, and reported
+// to the [WithObserver] func.
 func (b *budget) send(ctx context.Context, key string, ks []string, args []any, recs []string) (any, error) {
 	if len(recs) == 0 {
 		return b.client.run(ctx, ks, args)
@@ -206,8 +209,12 @@ func (b *budget) send(ctx context.Context, key string, ks []string, args []any, 
 	args = append(args, channel)
 	ks = append(ks[:len(ks):len(ks)], b.client.prefix+"{"+key+"}:"+settledSuffix)
 	v, err := b.client.run(ctx, ks, args)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		b.client.settles.add(b, key, recs...)
+	case b.client.breaker.observer != nil:
+		b.client.breaker.observer(Event{Err: fmt.Errorf("redislimit: %d settles of key %q dropped: %w", len(recs), key, err)})
 	}
 	return v, err
 }

@@ -32,6 +32,7 @@ local function one(P, parts, text)
   local f = {}
   for v in string.gmatch(text, '%S+') do f[#f + 1] = v end
   local id, epoch, shifted, slot = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
+  if not slot or #f ~= 4 + 3 * #parts then error('redislimit: malformed settle: ' .. text) end
   local moved, stale = 0, false
   if P.epoch ~= 0 and (epoch == P.epoch or epoch == 0) then
     if epoch == 0 then shifted = 0 end

@@ -390,3 +390,42 @@ func TestSettleCluster(t *testing.T) {
 		assert.Equal(t, 400, st.Remaining, key)
 	}
 }
+
+// TestSettleFailures: a settle Redis could not answer stays queued; one
+// the script fails on is dropped and reported.
+func TestSettleFailures(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	c := newClock(time.Hour)
+	var events []Event
+	var mu sync.Mutex
+	cl, err := NewClient(rdb, c.option(), WithObserver(func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}))
+	require.NoError(t, err)
+	cl.settles.after = func(time.Duration, func()) {}
+	defer cl.Close()
+	l, err := NewTokenBucket(rdb, throttle.PerSecond(10), 10, WithClient(cl))
+	require.NoError(t, err)
+
+	// A record the script cannot read fails the call, and goes.
+	cl.settles.add(l.budget, "k", "id x")
+	assert.Error(t, cl.Flush(ctx))
+	assert.Zero(t, cl.settles.queued.Load())
+	mu.Lock()
+	require.NotEmpty(t, events)
+	assert.ErrorContains(t, events[len(events)-1].Err, `1 settles of key "k" dropped`)
+	mu.Unlock()
+
+	// Redis away: the settle stays for the next try.
+	r := reserve(t, l, "k", 5, 0)
+	require.True(t, r.OK)
+	s.kill()
+	require.NoError(t, r.Settle(ctx, 1))
+	err = cl.Flush(ctx)
+	assert.True(t, errors.Is(err, ErrUnavailable), "%v", err)
+	assert.Equal(t, int64(1), cl.settles.queued.Load())
+}
