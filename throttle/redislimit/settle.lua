@@ -8,7 +8,8 @@
 -- A settle is one argument, its fields separated by spaces:
 --   id epoch shifted slot  then, per part, token n actual
 -- id names the settle (unique per process and booking); epoch, shifted
--- and slot are the booking's, as cancel takes them; token is the part's
+-- and slot are the booking's, as cancel takes them (pause.moved finds
+-- where it lies now); token is the part's
 -- booking token ('-' for a part that booked nothing), n the units it
 -- booked and actual what the call cost.
 --
@@ -33,10 +34,10 @@ local function one(P, parts, text)
   for v in string.gmatch(text, '%S+') do f[#f + 1] = v end
   local id, epoch, shifted, slot = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
   if not slot or #f ~= 4 + 3 * #parts then error('redislimit: malformed settle: ' .. text) end
-  local moved, stale = 0, false
+  local stale = false
   if P.epoch ~= 0 and (epoch == P.epoch or epoch == 0) then
     if epoch == 0 then shifted = 0 end
-    moved = P.shifted - shifted
+    slot = pause.moved(P, slot, shifted)
   elseif P.epoch ~= 0 then
     stale = true -- the pause state was made anew: the key was dropped
   end
@@ -44,7 +45,7 @@ local function one(P, parts, text)
     local j = 5 + 3 * (i - 1)
     local n, actual = tonumber(f[j + 1]), tonumber(f[j + 2])
     if actual ~= n then
-      algorithms[p.algo].settle(p, tokens(f[j]), n, actual - n, slot + moved, stale or p.new, id)
+      algorithms[p.algo].settle(p, tokens(f[j]), n, actual - n, slot, stale or p.new, id)
       p.settled = true
       if actual > n then p.new = false end -- an excess makes the state
     end

@@ -429,3 +429,77 @@ func TestSettleFailures(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrUnavailable), "%v", err)
 	assert.Equal(t, int64(1), cl.settles.queued.Load())
 }
+
+// TestPausesLeaveDueUnitsDue is throttle's test of the same name: a key
+// is paused several times while a unit is due but its caller has not
+// woken. The script places what is booked after the pauses where the
+// process does; and a settle of the due unit, which no pause moved in
+// the script, stays in its own window.
+func TestPausesLeaveDueUnitsDue(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	type pause struct{ at, d time.Duration }
+	tests := []struct {
+		name       string
+		givePauses []pause
+		wantAhead  time.Duration // when a unit booked after the pauses is due (the due unit spent 1ms of the bucket)
+	}{
+		{name: "two at one instant", givePauses: []pause{{0, time.Second}, {0, 2 * time.Second}}, wantAhead: 2001 * time.Millisecond},
+		{name: "overlapping, each longer", givePauses: []pause{{0, time.Second}, {100 * time.Millisecond, 3 * time.Second}, {200 * time.Millisecond, 5 * time.Second}}, wantAhead: 5201 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(time.Hour)
+			cl := quietClient(t, rdb, c)
+			tb, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1, WithClient(cl))
+			require.NoError(t, err)
+			key := t.Name()
+			due := reserve(t, tb, key, 1, -1)
+			require.Equal(t, time.Duration(0), due.Delay)
+			at := time.Duration(0)
+			for _, p := range tt.givePauses {
+				c.advance(p.at - at)
+				at = p.at
+				require.NoError(t, tb.Pause(ctx, key, p.d))
+			}
+			r := reserve(t, tb, key, 1, -1)
+			assert.Equal(t, tt.wantAhead-at, r.Delay)
+		})
+	}
+}
+
+// TestSettleAfterPauses settles a booking that a pause found due: it
+// stays in its own window, as in process, and its give-back does not go
+// to the window the pause's shift would carry it to.
+func TestSettleAfterPauses(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	c := newClock(500 * time.Millisecond)
+	cl := quietClient(t, rdb, c)
+	remote, err := NewFixedWindow(rdb, 10, time.Second, WithClient(cl))
+	require.NoError(t, err)
+	local, err := throttle.NewFixedWindow(10, time.Second, throttle.WithClock(c.now))
+	require.NoError(t, err)
+	key := t.Name()
+	both := func(what string, n int) (*throttle.Reservation, *throttle.Reservation) {
+		t.Helper()
+		want := reserve(t, local, key, n, 0)
+		got := reserve(t, remote, key, n, 0)
+		assert.Equal(t, want.OK, got.OK, "%s: OK", what)
+		assert.Equal(t, want.Delay, got.Delay, "%s: Delay", what)
+		return want, got
+	}
+	wantDue, gotDue := both("due at once", 5)
+	for _, d := range []time.Duration{time.Second, 1200 * time.Millisecond} {
+		require.NoError(t, remote.Pause(ctx, key, d))
+		require.NoError(t, local.Pause(ctx, key, d))
+		c.advance(50 * time.Millisecond)
+	}
+	c.advance(1300 * time.Millisecond) // into the next window, past the pauses
+	both("the next window in full", 10)
+	require.NoError(t, wantDue.Settle(ctx, 0))
+	require.NoError(t, gotDue.Settle(ctx, 0))
+	both("after the settle of the due booking", 5)
+}
