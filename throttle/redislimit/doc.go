@@ -26,7 +26,7 @@
 // own slot and window, by the same rules as package throttle, once, even
 // when a call is sent again. A settle waits in the process for the key's
 // next script call and rides on it, or goes on its own after
-// [SettleDelay] (50 ms): at most one round trip, usually none. Close and
+// [SettleDelay] (100 ms): at most one round trip, usually none. Close and
 // [Client.Flush] send the settles still waiting.
 //
 // For a limit on concurrency rather than rate ("at most 8 requests in
