@@ -26,7 +26,9 @@
 // Budgets are keyed by the request's host unless [WithKey] says otherwise;
 // [KeyByHeader] gives every API key its own budget. [WithRequestKey] and
 // [WithRequestCost] set the key and the cost of one request through its
-// context. An [Observer] hears every wait, refusal, retry and pause, and
+// context. For costs known only after the response, such as an LLM
+// API's tokens, [WithEstimate] books an estimate per part and [Settle]
+// settles it to the usage the response states. An [Observer] hears every wait, refusal, retry and pause, and
 // [Transport.Stats] counts them; the package never logs.
 //
 // The limiters live in package throttle (in process) and

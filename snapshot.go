@@ -76,16 +76,15 @@ const MaxSnapshotKeys = 100
 // cheap. The keys are read one by one, so they are not one atomic
 // picture of the limiter.
 //
-// With WithUpstream and a limiter of its own, the Transport books both
-// through [throttle.All], which is not a Breaker: the breaker's state is
-// then not reported.
+// The breaker is that of the limiter given to [WithLimiter], also when
+// WithUpstream books it beside what the upstream states.
 //
 // Asking about keys fails with [ErrNoInspector] when t has no limiter or
 // its limiter is not a throttle.Inspector; a limiter that fails on a key
 // fails the Snapshot, with an error that wraps the limiter's.
 func (t *Transport) Snapshot(ctx context.Context, keys ...string) (Snapshot, error) {
 	s := Snapshot{Stats: t.Stats()}
-	if b, ok := t.limiter.(Breaker); ok {
+	if b := t.breaker; b != nil {
 		s.Breaker = BreakerOpen
 		if b.Available() {
 			s.Breaker = BreakerClosed

@@ -25,21 +25,32 @@ func (l breakerLimiter) Available() bool { return l.available }
 
 func TestSnapshotBreaker(t *testing.T) {
 	tests := []struct {
-		name        string
-		giveLimiter throttle.Limiter
-		wantBreaker string
-		wantJSON    string // the start of the JSON form
+		name         string
+		giveLimiter  throttle.Limiter
+		giveUpstream bool
+		wantBreaker  string
+		wantJSON     string // the start of the JSON form
 	}{
 		{name: "store answers", giveLimiter: breakerLimiter{newInspected(), true}, wantBreaker: egress.BreakerClosed,
 			wantJSON: `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"breaker":"closed","keys":`},
 		{name: "store away", giveLimiter: breakerLimiter{newInspected(), false}, wantBreaker: egress.BreakerOpen,
 			wantJSON: `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"breaker":"open","keys":`},
+		{name: "store away, following the upstream", giveLimiter: breakerLimiter{newInspected(), false}, giveUpstream: true,
+			wantBreaker: egress.BreakerOpen,
+			wantJSON:    `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"breaker":"open","keys":`},
+		{name: "store answers, following the upstream", giveLimiter: breakerLimiter{newInspected(), true}, giveUpstream: true,
+			wantBreaker: egress.BreakerClosed,
+			wantJSON:    `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"breaker":"closed","keys":`},
 		{name: "no breaker", giveLimiter: newInspected(), wantBreaker: "",
 			wantJSON: `{"in_flight":0,"waiting":0,"sent":0,"retries":0,"refused":0,"pauses":0,"keys":`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := egress.NewTransport(snapshotBase{}, egress.WithLimiter(tt.giveLimiter))
+			opts := []egress.Option{egress.WithLimiter(tt.giveLimiter)}
+			if tt.giveUpstream {
+				opts = append(opts, egress.WithUpstream(mustUpstream(t)))
+			}
+			tr := egress.NewTransport(snapshotBase{}, opts...)
 
 			got, err := tr.Snapshot(context.Background())
 			require.NoError(t, err)

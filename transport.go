@@ -39,11 +39,15 @@ type Transport struct {
 	pauser   throttle.Pauser  // limiter, when it can pause keys
 	learners []throttle.Learner
 	upstream *throttle.Upstream // what the upstream states, per key
+	breaker  Breaker            // the configured limiter, if it is one, for Snapshot
 	queue    queue.Interface
 	policy   retryafter.Policy
 	retry    bool // WithRetry was given
 	keyOf    func(*http.Request) string
 	costOf   func(*http.Request) int
+	estimate func(*http.Request) ([]int, error) // WithEstimate: costs per part
+	actual   func(*http.Response) ([]int, bool)
+	parts    throttle.Limiter // the configured limiter, which WithEstimate's costs are booked on
 	maxWait  time.Duration
 	observer Observer
 
@@ -70,6 +74,9 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 		o.apply(t)
 	}
 	t.follow()
+	if t.estimate != nil && t.parts == nil {
+		panic("egress: WithEstimate needs WithLimiter: the estimate is booked on its parts")
+	}
 	return t
 }
 
@@ -80,9 +87,11 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 // ([throttle.Learner]) hears every attempt's outcome.
 func (t *Transport) follow() {
 	configured := t.limiter
+	t.parts = configured
 	if l, ok := configured.(throttle.Learner); ok {
 		t.learners = append(t.learners, l)
 	}
+	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil {
 		return
 	}
@@ -115,17 +124,22 @@ func NewClient(opts ...Option) *http.Client {
 // request it:
 //
 //  1. finds the request's key and cost ([WithKey], [WithCost], or
-//     [WithRequestKey] and [WithRequestCost] in its context);
+//     [WithRequestKey] and [WithRequestCost] in its context), or its
+//     estimated cost per part ([WithEstimate]);
 //  2. takes a slot in the queue ([WithQueue]), waiting in line, or fails
 //     at once with [queue.ErrFull] when the line is full;
-//  3. reserves cost units of the key's budget ([WithLimiter]) within
+//  3. reserves cost units of the key's budget ([WithLimiter]), or the
+//     estimate's units of each part at one common slot, within
 //     min(max wait, time left before the context's deadline), or fails
 //     at once, having taken nothing, with a *[throttle.LimitError] whose
 //     Timeout is true when the deadline was the bound;
 //  4. sleeps until the reserved slot, following any pause of the key
 //     learned meanwhile; if the context ends, the reservation is
 //     cancelled and the context's error returned;
-//  5. sends the request through the base RoundTripper;
+//  5. sends the request through the base RoundTripper; with
+//     WithEstimate, the request sent carries the reservation in its
+//     context, so that [Settle] finds it through the response's Request,
+//     and [WithActual] may settle it from the response's headers;
 //  6. reports the attempt's outcome to the limiters that learn
 //     ([throttle.Learner]): with [WithUpstream], the quotas the response
 //     states become one more part of the key's budget; and when the
@@ -168,9 +182,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c := call{t: t, req: req, body: req.Body, attempt: 1}
 	c.key, c.cost = t.keyAndCost(req)
-	if c.cost < 0 {
+	if err := c.price(); err != nil {
 		closeBody(c.body)
-		return nil, fmt.Errorf("egress: cost of a request to key %q must not be negative, got %d", c.key, c.cost)
+		return nil, err
 	}
 	if t.queue == nil {
 		return c.run()
@@ -195,6 +209,8 @@ type call struct {
 	req     *http.Request
 	key     string
 	cost    int
+	costs   []int                 // WithEstimate's costs per part, or nil
+	booked  *throttle.Reservation // this attempt's, with costs, for Settle
 	attempt int
 	body    io.ReadCloser // the body of the next attempt, until it is sent
 	fresh   bool          // body came from GetBody, not from req
@@ -245,6 +261,7 @@ func (c *call) run() (*http.Response, error) {
 			c.learn(nil, sent, sent)
 			return orLast(last, err)
 		}
+		c.settleFrom(resp)
 		discard(last)
 		last = nil
 
@@ -286,7 +303,7 @@ func (c *call) book(ctx context.Context) error {
 			maxWait, byDeadline = left, true
 		}
 	}
-	r, err := l.Reserve(ctx, c.key, c.cost, maxWait)
+	r, err := c.reserve(ctx, maxWait)
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
@@ -354,6 +371,8 @@ func (c *call) send() (*http.Response, error) {
 		return nil, err
 	case resp == nil:
 		return nil, errNilResponse
+	case c.booked != nil && resp.Request == nil:
+		resp.Request = out // for Settle
 	}
 	return resp, nil
 }
@@ -371,13 +390,19 @@ func (c *call) sent(f func(SentInfo), out *http.Request, resp *http.Response, er
 }
 
 // outgoing returns the request to send for this attempt: req itself, or,
-// when a retry needs a fresh body, a shallow copy carrying it.
+// when a retry needs a fresh body or the attempt has a reservation to
+// settle, a shallow copy carrying them.
 func (c *call) outgoing() *http.Request {
-	if !c.fresh {
+	var out *http.Request
+	switch {
+	case c.booked != nil:
+		out = c.req.WithContext(context.WithValue(c.req.Context(), booking{}, c.booked))
+	case c.fresh:
+		out = new(http.Request)
+		*out = *c.req
+	default:
 		return c.req
 	}
-	out := new(http.Request)
-	*out = *c.req
 	out.Body = c.body
 	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/internal/llmupstream"
+	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
@@ -45,9 +46,15 @@ type llmEnv struct {
 func llmContenders() []llmContender {
 	return []llmContender{
 		{
-			name: "egress with settle",
-			how:  "placeholder: books 1 request, the prompt's input tokens and max_tokens at one common slot, and settles the output to the reply's usage (issue 14).",
-			why:  "issue 14's per-part costs and Settle have not landed",
+			name: "egress with settle", build: llmEgressSettle(0),
+			how: "`egress.NewClient` with `throttle.All` of three token buckets at the published limits (a minute's worth of burst, `WithTolerance(DefaultTolerance)`), " +
+				"`egress.WithEstimate` booking {1, prompt tokens, max_tokens} (read from the request's body through GetBody) at one common slot with `ReserveParts`, " +
+				"and `egress.Settle(resp, 1, usage.input_tokens, usage.output_tokens)` once the usage is read (for a stream, from its last events); `WithRetry(retryafter.Policy{})`.",
+		},
+		{
+			name: "egress with settle, 4 in flight", build: llmEgressSettle(4),
+			how: "as egress with settle, plus `egress.WithQueue(queue.New(4, 16))`: at most 4 calls booked and not yet answered, the rest wait in the Transport's line before booking. " +
+				"A call waiting for its slot holds its estimate, and what max_tokens overestimates is given back only to calls booked after it settles; with 16 booked at once, the job's last calls leave about 16 × 700 output tokens unused.",
 		},
 		{
 			name: "egress (estimate only)", build: llmEgressEstimate,
@@ -68,8 +75,8 @@ func llmContenders() []llmContender {
 		},
 		{
 			name: "egress with settle (redislimit, 4 processes)", procs: 4,
-			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
-			why: "issue 14's per-part costs and Settle have not landed",
+			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes, once redislimit books per-part costs and settles them in its script (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
+			why: "redislimit has no ReserveParts or Settle yet (issue 14's Redis side)",
 		},
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
@@ -132,6 +139,76 @@ func llmPost(ctx context.Context, hc *http.Client, url string, p llmPrompt, maxT
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	return resp.StatusCode, 0, fmt.Errorf("%s: %s", resp.Status, msg)
 }
+
+// --- egress with settle ---
+
+// llmEgressSettle returns the build of an egress client that settles,
+// with at most inFlight calls booked and not yet answered (0: no bound).
+func llmEgressSettle(inFlight int) func(llmScenario, llmEnv) (llmClient, error) {
+	return func(sc llmScenario, env llmEnv) (llmClient, error) {
+		opts := []egress.Option{egress.WithEstimate(llmEstimateOf), egress.WithRetry(retryafter.Policy{})}
+		if inFlight > 0 {
+			q, err := queue.New(inFlight, sc.workers)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, egress.WithQueue(q))
+		}
+		return newLLMSettleClient(sc, opts)
+	}
+}
+
+func newLLMSettleClient(sc llmScenario, opts []egress.Option) (llmClient, error) {
+	tol := throttle.WithTolerance(throttle.DefaultTolerance)
+	var parts []throttle.Limiter
+	for _, limit := range []int{sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens} {
+		tb, err := throttle.NewTokenBucket(throttle.Rate{N: limit, Per: sc.limits.Period}, limit, tol)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, tb)
+	}
+	hc := llmHTTP(func(base http.RoundTripper) http.RoundTripper {
+		return egress.NewTransport(base, append([]egress.Option{egress.WithLimiter(throttle.All(parts...))}, opts...)...)
+	})
+	return &llmSettleClient{hc: hc, maxTokens: sc.maxTokens}, nil
+}
+
+// llmEstimateOf books a call at 1 request, its prompt's tokens and its
+// max_tokens, read from the request's body.
+func llmEstimateOf(req *http.Request) ([]int, error) {
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	var r llmupstream.Request
+	if err := json.NewDecoder(body).Decode(&r); err != nil {
+		return nil, err
+	}
+	return []int{1, r.PromptTokens, r.MaxTokens}, nil
+}
+
+type llmSettleClient struct {
+	hc        *http.Client
+	maxTokens int
+}
+
+func (c *llmSettleClient) do(ctx context.Context, url string, p llmPrompt) error {
+	var settleErr error
+	status, _, err := llmPost(ctx, c.hc, url, p, c.maxTokens, func(resp *http.Response, u llmupstream.Usage) {
+		settleErr = egress.Settle(resp, 1, u.InputTokens, u.OutputTokens)
+	})
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d after egress's retries", status)
+	}
+	if err == nil {
+		err = settleErr
+	}
+	return err
+}
+
+func (c *llmSettleClient) close() { c.hc.CloseIdleConnections() }
 
 // --- egress, estimate only ---
 

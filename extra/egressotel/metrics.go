@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +22,7 @@ const ScopeName = "github.com/egress-go/egress/extra/egressotel"
 // DefaultMaxKeys is how many distinct keys, and how many distinct server
 // addresses, get an attribute value of their own unless [WithMaxKeys] or
 // [WithKeys] says otherwise.
-const DefaultMaxKeys = 100
+const DefaultMaxKeys = metriclabel.DefaultMaxKeys
 
 // Attribute keys of the limiter instruments.
 const (
@@ -48,42 +47,34 @@ const (
 	resendAttr     = attribute.Key("http.request.resend_count")
 )
 
-// durationBuckets are the bucket boundaries OpenTelemetry advises for
-// http.client.request.duration, stretched to a minute, since a request
-// may wait that long for its slot.
-var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
-
 // An Option configures [New].
 type Option interface {
-	apply(*config)
+	apply(*metriclabel.Config)
 }
 
-type config struct {
-	keys    []string // allow-list; nil means "first maxKeys seen"
-	maxKeys int
-}
+type option metriclabel.Option
 
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
+func (o option) apply(c *metriclabel.Config) { o(c) }
 
 // WithKeys makes exactly keys attribute values of their own; every other
 // key is recorded as [Other]. Server addresses stay bounded by
 // [WithMaxKeys].
-func WithKeys(keys ...string) Option {
-	keys = append([]string{}, keys...)
-	return optionFunc(func(c *config) { c.keys = keys })
-}
+func WithKeys(keys ...string) Option { return option(metriclabel.WithKeys(keys)) }
 
 // WithMaxKeys gives the first n distinct keys seen an attribute value of
 // their own, and records later ones as [Other]; the same cap bounds
 // server.address. 0 records every key as Other. WithMaxKeys panics if n
 // is negative.
-func WithMaxKeys(n int) Option {
-	if n < 0 {
-		panic(fmt.Sprintf("egressotel: WithMaxKeys given a negative n: %d", n))
-	}
-	return optionFunc(func(c *config) { c.maxKeys = n })
+func WithMaxKeys(n int) Option { return option(metriclabel.WithMaxKeys("egressotel", n)) }
+
+// WithLearnedRate reports the rate r learned for each key with an
+// attribute value of its own (see [WithKeys], [WithMaxKeys]) on
+// egress.rate_limiting.learned_rate. r is a
+// [github.com/egress-go/egress/throttle.Adaptive], or any
+// limiter with its Rate method. Keys past the cap are not reported: their
+// rates do not add up. WithLearnedRate panics if r is nil.
+func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
+	return option(metriclabel.WithLearnedRate("egressotel", r))
 }
 
 // Metrics records what the Transports it watches do, on instruments of
@@ -100,8 +91,10 @@ func WithMaxKeys(n int) Option {
 //	egress.rate_limiting.pause.failures ({pause}, counter)              pauses the limiter failed to record
 //	egress.rate_limiting.queued_requests ({request}, observable updown) requests in line for a queue slot
 //	egress.rate_limiting.active_request_leases ({request}, observable updown) queue slots held
+//	egress.rate_limiting.learned_rate ({unit}/s, observable gauge)      with [WithLearnedRate]: the rate learned for each key with a value of its own
 //	egress.redis.errors, egress.redis.recoveries ({event}, counters)    failed calls to Redis, and recoveries
 //	egress.redis.breaker.state (observable gauge)                       1 while Redis is failing (the circuit breaker is open), else 0
+//	egress.redis.round_trip.duration (s, histogram)                     with [Metrics.RedisHook]: each round trip to Redis (its count is the round trips); error.type when it failed
 //
 // http.client.request.duration is recorded by [Metrics.Observer] for
 // each attempt on the wire (its Sent func), with
@@ -118,12 +111,12 @@ func WithMaxKeys(n int) Option {
 // In egress.rate_limiting.requests, canceled and timeout count requests
 // whose context ended before a response came, whether they were waiting
 // or on the wire, so a request sent and then cancelled counts as acquired
-// too. Redis round trips are not seen by egress: count them on the
-// go-redis client (go-redis's extra/redisotel).
+// too.
 //
 // Metrics is safe for concurrent use.
 type Metrics struct {
-	keys, hosts *metriclabel.Bounded
+	core  *metriclabel.Core
+	rater metriclabel.Rater // nil without WithLearnedRate
 
 	duration      metric.Float64Histogram
 	queueWait     metric.Float64Histogram
@@ -134,26 +127,35 @@ type Metrics struct {
 	pauseFailures metric.Int64Counter
 	redisErrors   metric.Int64Counter
 	redisRecover  metric.Int64Counter
+	redisTrips    metric.Float64Histogram
+	redisOpen     atomic.Bool
 
-	redisOpen atomic.Bool
-	// Results that the Transport's Stats do not count.
-	refusedFull, refusedLimit, timeouts, canceled, limiterErrors atomic.Int64
-
-	// mu guards transports and series.
-	mu         sync.RWMutex
-	transports []*egress.Transport
-	series     map[seriesKey][]metric.RecordOption
+	// The attribute sets of each series, built once: a request then
+	// allocates nothing and the SDK gets a ready Set (goal: ≤ 1µs and ≤ 3
+	// allocs overhead per request with metrics attached).
+	series *metriclabel.Series[options]
+	keyed  *metriclabel.Cache[keyed, options]
 }
 
-// seriesKey names one series of http.client.request.duration by its
-// attribute values.
-type seriesKey struct {
-	method, host string
-	port         int
-	code         int // 0 when no response came
-	errorType    string
-	resend       int // attempt-1
+// options record a measurement with one attribute set. They are slices
+// kept ready, since a variadic argument to the SDK's Record would
+// allocate one per call.
+type options struct {
+	record  []metric.RecordOption
+	add     []metric.AddOption
+	observe []metric.ObserveOption
+}
 
+func optionsOf(attrs ...attribute.KeyValue) options {
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return options{[]metric.RecordOption{set}, []metric.AddOption{set}, []metric.ObserveOption{set}}
+}
+
+// keyed names one series of the per-key instruments: the key's value,
+// and the refusal's reason or the retried response's status, if any.
+type keyed struct {
+	key, reason string
+	code        int
 }
 
 // New returns Metrics whose instruments come from mp's meter [ScopeName].
@@ -163,22 +165,23 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	if mp == nil {
 		panic("egressotel: New given a nil metric.MeterProvider")
 	}
-	c := config{maxKeys: DefaultMaxKeys}
-	for i, o := range opts {
-		if o == nil {
-			panic(fmt.Sprintf("egressotel: New given a nil Option at index %d", i))
-		}
-		o.apply(&c)
-	}
+	c := metriclabel.Configure("egressotel", opts, Option.apply)
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{
-		keys:   metriclabel.New(c.keys, c.maxKeys),
-		hosts:  metriclabel.New(nil, c.maxKeys),
-		series: make(map[seriesKey][]metric.RecordOption),
-	}
+	m := &Metrics{core: metriclabel.NewCore("egressotel", c), rater: c.Rater}
+	m.series = metriclabel.NewSeries(m.core.Hosts, durationAttrs)
+	m.keyed = metriclabel.NewCache(func(k keyed) options {
+		attrs := []attribute.KeyValue{KeyAttr.String(k.key)}
+		if k.reason != "" {
+			attrs = append(attrs, ReasonAttr.String(k.reason))
+		}
+		if k.code != 0 {
+			attrs = append(attrs, statusAttr.Int(k.code))
+		}
+		return optionsOf(attrs...)
+	})
 	var errs []error
 	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(durationBuckets...))
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(metriclabel.DurationBuckets...))
 		errs = append(errs, err)
 		return h
 	}
@@ -196,6 +199,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	m.pauseFailures = counter("egress.rate_limiting.pause.failures", "{pause}", "Pauses the limiter failed to record.")
 	m.redisErrors = counter("egress.redis.errors", "{event}", "Calls to Redis that failed.")
 	m.redisRecover = counter("egress.redis.recoveries", "{event}", "Times Redis answered again after failing.")
+	m.redisTrips = hist("egress.redis.round_trip.duration", "Round trips to Redis: each command, or each pipeline, from sending it to its reply.")
 
 	requests, err := meter.Int64ObservableCounter("egress.rate_limiting.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Attempts acquired (sent) and requests refused, timed out or canceled."))
@@ -209,41 +213,37 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 	breaker, err := meter.Int64ObservableGauge("egress.redis.breaker.state",
 		metric.WithDescription("1 while calls to Redis are failing and the circuit breaker is open, else 0."))
 	errs = append(errs, err)
+	learned, err := meter.Float64ObservableGauge("egress.rate_limiting.learned_rate", metric.WithUnit("{unit}/s"),
+		metric.WithDescription("The rate the limiter learned for a key, in units per second."))
+	errs = append(errs, err)
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("egressotel: making instruments: %w", err)
 		}
 	}
-	results := make(map[string]metric.ObserveOption)
-	for _, r := range []string{"acquired", "refused_full", "refused_limit", "timeout", "canceled", "limiter_error"} {
-		results[r] = metric.WithAttributeSet(attribute.NewSet(ResultAttr.String(r)))
+	var results [len(metriclabel.Results)]metric.ObserveOption
+	for i, r := range metriclabel.Results {
+		results[i] = metric.WithAttributeSet(attribute.NewSet(ResultAttr.String(r)))
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		var sent uint64
-		var waiting, inFlight int
-		m.mu.RLock()
-		for _, t := range m.transports {
-			s := t.Stats()
-			sent += s.Sent
-			waiting += s.Waiting
-			inFlight += s.InFlight
+		t := m.core.Totals()
+		for i, n := range t.Results {
+			o.ObserveInt64(requests, int64(n), results[i])
 		}
-		m.mu.RUnlock()
-		o.ObserveInt64(requests, int64(sent), results["acquired"])
-		o.ObserveInt64(requests, m.refusedFull.Load(), results["refused_full"])
-		o.ObserveInt64(requests, m.refusedLimit.Load(), results["refused_limit"])
-		o.ObserveInt64(requests, m.timeouts.Load(), results["timeout"])
-		o.ObserveInt64(requests, m.canceled.Load(), results["canceled"])
-		o.ObserveInt64(requests, m.limiterErrors.Load(), results["limiter_error"])
-		o.ObserveInt64(queued, int64(waiting))
-		o.ObserveInt64(leases, int64(inFlight))
+		o.ObserveInt64(queued, int64(t.Waiting))
+		o.ObserveInt64(leases, int64(t.InFlight))
 		var open int64
 		if m.redisOpen.Load() {
 			open = 1
 		}
 		o.ObserveInt64(breaker, open)
+		if m.rater != nil {
+			for _, key := range m.core.Keys.Values() {
+				o.ObserveFloat64(learned, m.rater.Rate(key), m.keyed.Get(keyed{key: key}).observe...)
+			}
+		}
 		return nil
-	}, requests, queued, leases, breaker)
+	}, requests, queued, leases, breaker, learned)
 	if err != nil {
 		return nil, fmt.Errorf("egressotel: registering callback: %w", err)
 	}
@@ -256,115 +256,53 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 // [Metrics.Observer] on t for waits, refusals, retries and pauses.
 // Instrument panics if t is nil.
 func (m *Metrics) Instrument(t *egress.Transport) http.RoundTripper {
-	if t == nil {
-		panic("egressotel: Instrument given a nil *egress.Transport")
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	known := false
-	for _, seen := range m.transports {
-		known = known || seen == t
-	}
-	if !known {
-		m.transports = append(m.transports, t)
-	}
-	return &instrumented{m: m, t: t}
-}
-
-// instrumented is the RoundTripper that Instrument returns.
-type instrumented struct {
-	m *Metrics
-	t *egress.Transport
-}
-
-// RoundTrip implements [http.RoundTripper]: it sends req through the
-// Transport and, when the Transport refused to send it, records how long
-// that took. The attempts sent are recorded by [Metrics.Observer].
-func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	resp, err := it.t.RoundTrip(req)
-	if err == nil {
-		return resp, nil
-	}
-	if !metriclabel.Refusal(err) {
-		it.m.ended(req, err)
-		return resp, err
-	}
-	elapsed := time.Since(start)
-	k := seriesKey{method: metriclabel.Method(req.Method), errorType: metriclabel.ErrorType(err)}
-	if req.URL != nil {
-		k.host, k.port = hostPort(req.URL)
-	}
-	it.m.duration.Record(req.Context(), elapsed.Seconds(), it.m.durationSeries(k)...)
-	return resp, err
+	return m.core.Instrument(t, func(req *http.Request, err error, elapsed time.Duration) {
+		m.duration.Record(req.Context(), elapsed.Seconds(), m.series.Get(metriclabel.RefusedKey(req, err)).record...)
+	})
 }
 
 // sent records one attempt on the wire.
 func (m *Metrics) sent(s egress.SentInfo) {
-	k := seriesKey{code: s.StatusCode, resend: max(s.Attempt-1, 0)}
 	ctx := context.Background()
-	if req := s.Request; req != nil {
-		ctx, k.method = req.Context(), metriclabel.Method(req.Method)
-		if req.URL != nil {
-			k.host, k.port = hostPort(req.URL)
-		}
+	if s.Request != nil {
+		ctx = s.Request.Context()
 	}
-	if s.Err != nil {
-		k.errorType = metriclabel.ErrorType(s.Err)
+	if m.rater != nil {
+		m.core.Keys.Label(s.Key) // so that its learned rate is reported
 	}
-	m.duration.Record(ctx, s.Duration.Seconds(), m.durationSeries(k)...)
+	m.duration.Record(ctx, s.Duration.Seconds(), m.series.Get(metriclabel.SentKey(s)).record...)
 }
 
-// CloseIdleConnections closes the Transport's idle connections.
-func (it *instrumented) CloseIdleConnections() { it.t.CloseIdleConnections() }
-
-// durationSeries returns the options that record a measurement of
-// http.client.request.duration with k's attributes, whose host is not yet
-// bounded. Each series is built once and kept, so that a request
-// allocates nothing here: the goal of ≤ 3 allocations of overhead per
-// request holds with metrics attached.
-func (m *Metrics) durationSeries(k seriesKey) []metric.RecordOption {
-	// A host with a value of its own is its own label: one lookup.
-	m.mu.RLock()
-	opts, ok := m.series[k]
-	m.mu.RUnlock()
-	if ok {
-		return opts
+// durationAttrs returns the attribute set of one series of
+// http.client.request.duration.
+func durationAttrs(k metriclabel.SeriesKey) options {
+	host, port := hostPort(k.Scheme, k.Host)
+	attrs := []attribute.KeyValue{methodAttr.String(k.Method), serverAddrAttr.String(host)}
+	if port != 0 {
+		attrs = append(attrs, serverPortAttr.Int(port))
 	}
-	k.host = m.hosts.Label(k.host)
-	if k.host == Other {
-		k.port = 0
+	if k.Code != 0 {
+		attrs = append(attrs, statusAttr.Int(k.Code))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if opts, ok := m.series[k]; ok {
-		return opts
-	}
-	attrs := []attribute.KeyValue{methodAttr.String(k.method), serverAddrAttr.String(k.host)}
-	if k.port != 0 {
-		attrs = append(attrs, serverPortAttr.Int(k.port))
-	}
-	if k.code != 0 {
-		attrs = append(attrs, statusAttr.Int(k.code))
-	}
-	if k.resend > 0 {
-		attrs = append(attrs, resendAttr.Int(k.resend))
+	if k.Resend > 0 {
+		attrs = append(attrs, resendAttr.Int(k.Resend))
 	}
 	switch {
-	case k.errorType != "":
-		attrs = append(attrs, errorTypeAttr.String(k.errorType))
-	case k.code >= 400:
-		attrs = append(attrs, errorTypeAttr.String(strconv.Itoa(k.code)))
+	case k.ErrorType != "":
+		attrs = append(attrs, errorTypeAttr.String(k.ErrorType))
+	case k.Code >= 400:
+		attrs = append(attrs, errorTypeAttr.String(strconv.Itoa(k.Code)))
 	}
-	opts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
-	m.series[k] = opts
-	return opts
+	return optionsOf(attrs...)
 }
 
-// hostPort returns a URL's server.address and server.port, filling in
-// the scheme's default port. url.URL's Hostname and Port slice the host
-// without allocating, as net.SplitHostPort does not when there is no port.
-func hostPort(u *url.URL) (string, int) {
+// hostPort returns a URL host's server.address and server.port, filling
+// in the scheme's default port; [Other] has no port.
+func hostPort(scheme, host string) (string, int) {
+	if host == Other {
+		return host, 0
+	}
+	u := url.URL{Scheme: scheme, Host: host}
 	if p := u.Port(); p != "" {
 		port, err := strconv.Atoi(p)
 		if err != nil {
@@ -372,7 +310,7 @@ func hostPort(u *url.URL) (string, int) {
 		}
 		return u.Hostname(), port
 	}
-	switch u.Scheme {
+	switch scheme {
 	case "https":
 		return u.Hostname(), 443
 	case "http":

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,29 +18,11 @@ import (
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressotel"
+	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/queue"
-	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )
-
-// upstream answers 200, except that its first answer on /slow-down is a
-// 429 asking to wait 20ms.
-func upstream(t *testing.T) *httptest.Server {
-	t.Helper()
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow-down" && throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Retry-After-Ms", "20")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // reading is what a manual reader collected, by instrument name.
 type reading map[string]metricdata.Aggregation
@@ -138,65 +116,18 @@ func newMetrics(t *testing.T, opts ...egressotel.Option) (*egressotel.Metrics, *
 // Transport to an httptest server, and reads what Metrics record with
 // the SDK's manual reader.
 func TestMetricsAfterRealRequests(t *testing.T) {
-	srv := upstream(t)
+	srv := metrictest.Upstream(t)
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	host, portText, _ := strings.Cut(addr, ":")
 	port, err := strconv.Atoi(portText)
 	require.NoError(t, err)
 	m, reader := newMetrics(t)
 
-	q, err := queue.New(1, 1)
-	require.NoError(t, err)
-	var nextPaused atomic.Int32
-	tr := egress.NewTransport(nil,
-		egress.WithLimiter(stepLimiter{wait: 5 * time.Millisecond}),
-		egress.WithQueue(q),
-		egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(&egress.Observer{Paused: func(egress.PauseInfo) { nextPaused.Add(1) }})))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	get := func(ctx context.Context, path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		require.NoError(t, err)
-		return client.Do(req)
-	}
-	ctx := context.Background()
-
-	// A holds the only queue slot; B waits in line; C finds the line full.
-	a, err := get(ctx, "/ok")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		b, err := get(ctx, "/ok")
-		if assert.NoError(t, err) {
-			_, _ = io.Copy(io.Discard, b.Body)
-			_ = b.Body.Close()
-		}
+	paused := metrictest.RealRequests(t, srv, attachTo(m), func() {
+		mid := read(t, reader)
+		assert.Equal(t, int64(1), mid.value(t, "egress.rate_limiting.queued_requests"))
+		assert.Equal(t, int64(1), mid.value(t, "egress.rate_limiting.active_request_leases"))
 	})
-	require.Eventually(t, func() bool { return tr.Stats().Waiting == 1 }, 10*time.Second, time.Millisecond)
-	mid := read(t, reader)
-	assert.Equal(t, int64(1), mid.value(t, "egress.rate_limiting.queued_requests"))
-	assert.Equal(t, int64(1), mid.value(t, "egress.rate_limiting.active_request_leases"))
-	_, err = get(ctx, "/ok")
-	require.ErrorIs(t, err, queue.ErrFull)
-	require.NoError(t, a.Body.Close())
-	wg.Wait()
-
-	// A 429 that pauses the key and is retried.
-	resp, err := get(ctx, "/slow-down")
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-
-	// A refusal by the limiter, and a request cancelled before it starts.
-	_, err = get(egress.WithRequestKey(ctx, "refuse"), "/ok")
-	require.ErrorIs(t, err, throttle.ErrLimitExceeded)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = get(cancelled, "/ok")
-	require.ErrorIs(t, err, context.Canceled)
 
 	got := read(t, reader)
 	result := func(r string) attribute.KeyValue { return egressotel.ResultAttr.String(r) }
@@ -258,7 +189,7 @@ func TestMetricsAfterRealRequests(t *testing.T) {
 	_, waitSum := got.count(t, "egress.rate_limiting.request.time_in_limiter", key)
 	// Each attempt waited its 5ms, counted from just after the booking.
 	assert.GreaterOrEqual(t, waitSum, 4*0.004, "each attempt waited about 5ms")
-	assert.Equal(t, int32(1), nextPaused.Load(), "the program's own Observer still hears of the pause")
+	assert.Equal(t, int32(1), paused, "the program's own Observer still hears of the pause")
 }
 
 func TestCardinalityIsBounded(t *testing.T) {
@@ -277,13 +208,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, reader := newMetrics(t, tt.giveOpts...)
-			o := m.Observer(nil)
-			for i := range tt.giveKeys {
-				key := fmt.Sprintf("key-%d", i)
-				o.Refused(egress.RefusalInfo{Key: key, Attempt: 1, Err: queue.ErrFull})
-				o.Waited(egress.WaitInfo{Key: key, Attempt: 1, Limiter: time.Millisecond})
-				o.Paused(egress.PauseInfo{Key: key, StatusCode: 429, Duration: time.Second})
-			}
+			metrictest.ManyKeys(m.Observer(nil), tt.giveKeys)
 			got := read(t, reader)
 			for _, name := range []string{"egress.rate_limiting.refusals", "egress.rate_limiting.request.time_in_limiter", "egress.rate_limiting.pause.duration"} {
 				assert.Equal(t, tt.wantSeries, got.points(name), name)
@@ -298,7 +223,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 
 func TestServerAddressIsBounded(t *testing.T) {
 	m, reader := newMetrics(t, egressotel.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithLimiter(metrictest.StepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -351,27 +276,10 @@ func TestErrorTypeOfResponses(t *testing.T) {
 // that each attempt is one sample of http.client.request.duration, the
 // retry's with http.request.resend_count 1, the first's without it.
 func TestResendCount(t *testing.T) {
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
+	srv := metrictest.Upstream(t)
 	m, reader := newMetrics(t)
-	tr := egress.NewTransport(nil, egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(nil)))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	resp, err := client.Get(srv.URL)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, rt := attachTo(m)(nil, egress.WithRetry(metrictest.NoJitter))
+	metrictest.Get(t, rt, srv.URL+"/retry-now", http.StatusOK)
 
 	h, ok := read(t, reader)["http.client.request.duration"].(metricdata.Histogram[float64])
 	require.True(t, ok)
@@ -496,6 +404,7 @@ func TestPanics(t *testing.T) {
 		{name: "nil provider", give: func() { _, _ = egressotel.New(nil) }, want: "egressotel: New given a nil metric.MeterProvider"},
 		{name: "nil option", give: func() { _, _ = egressotel.New(mp, nil) }, want: "egressotel: New given a nil Option at index 0"},
 		{name: "negative cap", give: func() { egressotel.WithMaxKeys(-1) }, want: "egressotel: WithMaxKeys given a negative n: -1"},
+		{name: "nil learner", give: func() { egressotel.WithLearnedRate(nil) }, want: "egressotel: WithLearnedRate given a nil limiter"},
 		{name: "nil transport", give: func() {
 			m, _ := egressotel.New(mp)
 			m.Instrument(nil)
@@ -508,18 +417,10 @@ func TestPanics(t *testing.T) {
 	}
 }
 
-// idleBase counts CloseIdleConnections.
-type idleBase struct {
-	memBase
-	idles atomic.Int32
-}
-
-func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
-
-func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
-	m, _ := newMetrics(t)
-	base := &idleBase{}
-	rt := m.Instrument(egress.NewTransport(base))
-	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
-	assert.Equal(t, int32(1), base.idles.Load())
+// attachTo attaches m to a Transport built with opts.
+func attachTo(m *egressotel.Metrics) metrictest.AttachTo {
+	return func(next *egress.Observer, opts ...egress.Option) (*egress.Transport, http.RoundTripper) {
+		t := egress.NewTransport(nil, append(opts, egress.WithObserver(m.Observer(next)))...)
+		return t, m.Instrument(t)
+	}
 }

@@ -2,15 +2,12 @@ package egressotel
 
 import (
 	"context"
-	"errors"
-	"net/http"
+	"time"
 
-	"go.opentelemetry.io/otel/metric"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/internal/metriclabel"
-	"github.com/egress-go/egress/queue"
-	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )
 
@@ -23,83 +20,68 @@ import (
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	own := &egress.Observer{
-		Waited:  m.waited,
-		Refused: m.refused,
-		Sent:    m.sent,
-		Retrying: func(r egress.RetryInfo) {
-			m.retries.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), statusAttr.Int(r.StatusCode)))
-		},
-		Paused: m.paused,
-	}
-	return own.Then(next)
+	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused)
+}
+
+// key returns the options that record a measurement for key alone.
+func (m *Metrics) key(key string) options {
+	return m.keyed.Get(keyed{key: m.core.Keys.Label(key)})
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
-	key := metric.WithAttributes(KeyAttr.String(m.keys.Label(w.Key)))
+	key := m.key(w.Key).record
 	if w.Queue > 0 {
-		m.queueWait.Record(context.Background(), w.Queue.Seconds(), key)
+		m.queueWait.Record(context.Background(), w.Queue.Seconds(), key...)
 	}
 	if w.Limiter > 0 {
-		m.limiterWait.Record(context.Background(), w.Limiter.Seconds(), key)
+		m.limiterWait.Record(context.Background(), w.Limiter.Seconds(), key...)
 	}
 }
 
 func (m *Metrics) refused(r egress.RefusalInfo) {
-	reason := metriclabel.RefusalReason(r.Err)
-	switch reason {
-	case metriclabel.ReasonQueueFull:
-		m.refusedFull.Add(1)
-	case metriclabel.ReasonLimit:
-		m.refusedLimit.Add(1)
-	case metriclabel.ReasonTimeout:
-		m.timeouts.Add(1)
-	default:
-		m.limiterErrors.Add(1)
-	}
-	m.refusals.Add(context.Background(), 1, metric.WithAttributes(KeyAttr.String(m.keys.Label(r.Key)), ReasonAttr.String(reason)))
+	reason := m.core.Refused(r.Err)
+	m.refusals.Add(context.Background(), 1, m.keyed.Get(keyed{key: m.core.Keys.Label(r.Key), reason: reason}).add...)
+}
+
+func (m *Metrics) retrying(r egress.RetryInfo) {
+	m.retries.Add(context.Background(), 1, m.keyed.Get(keyed{key: m.core.Keys.Label(r.Key), code: r.StatusCode}).add...)
 }
 
 func (m *Metrics) paused(p egress.PauseInfo) {
-	key := metric.WithAttributes(KeyAttr.String(m.keys.Label(p.Key)))
+	key := m.key(p.Key)
 	if p.Err != nil {
-		m.pauseFailures.Add(context.Background(), 1, key)
+		m.pauseFailures.Add(context.Background(), 1, key.add...)
 		return
 	}
-	m.pauses.Record(context.Background(), p.Duration.Seconds(), key)
-}
-
-// ended counts a request that failed because its own context ended
-// before a response came. Refusals are not counted here: the Observer
-// counts them.
-func (m *Metrics) ended(req *http.Request, err error) {
-	var le *throttle.LimitError
-	if errors.As(err, &le) || errors.Is(err, queue.ErrFull) {
-		return
-	}
-	switch ctxErr := req.Context().Err(); {
-	case errors.Is(ctxErr, context.Canceled):
-		m.canceled.Add(1)
-	case errors.Is(ctxErr, context.DeadlineExceeded):
-		m.timeouts.Add(1)
-	}
+	m.pauses.Record(context.Background(), p.Duration.Seconds(), key.record...)
 }
 
 // RedisObserver returns a func for [redislimit.WithObserver] that counts
 // failed calls to Redis and recoveries in m and tracks whether Redis is
 // failing, then passes each event on to next, if next is not nil.
 func (m *Metrics) RedisObserver(next func(redislimit.Event)) func(redislimit.Event) {
-	return func(e redislimit.Event) {
-		switch {
-		case e.Recovered:
-			m.redisRecover.Add(context.Background(), 1)
-			m.redisOpen.Store(false)
-		case e.Err != nil:
-			m.redisErrors.Add(context.Background(), 1)
-			m.redisOpen.Store(true)
+	return metriclabel.RedisObserver(next, func() {
+		m.redisErrors.Add(context.Background(), 1)
+		m.redisOpen.Store(true)
+	}, func() {
+		m.redisRecover.Add(context.Background(), 1)
+		m.redisOpen.Store(false)
+	})
+}
+
+// RedisHook returns a go-redis hook that records each round trip to
+// Redis on egress.redis.round_trip.duration: each command, and each
+// pipeline, which is one round trip. Add it to the client that
+// [redislimit.NewClient] is given (rdb.AddHook(m.RedisHook())); it counts
+// every command on that client, egress's or not.
+func (m *Metrics) RedisHook() redis.Hook {
+	ok := optionsOf()
+	failed := metriclabel.NewCache(func(errorType string) options { return optionsOf(errorTypeAttr.String(errorType)) })
+	return metriclabel.RedisHook(func(ctx context.Context, d time.Duration, err error) {
+		opts := ok
+		if err != nil {
+			opts = failed.Get(metriclabel.ErrorType(err))
 		}
-		if next != nil {
-			next(e)
-		}
-	}
+		m.redisTrips.Record(ctx, d.Seconds(), opts.record...)
+	})
 }

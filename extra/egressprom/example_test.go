@@ -89,3 +89,44 @@ func ExampleMetrics_Observer() {
 	// egress_pause_duration_seconds_sum{key="api.example.com"} 2
 	// egress_pause_duration_seconds_count{key="api.example.com"} 1
 }
+
+func ExampleWithLearnedRate() {
+	// An upstream that hides its limit and answers 429 to /busy.
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+
+	learned, _ := throttle.NewAdaptive(throttle.PerSecond(100)) // a ceiling, not a guess
+	m := egressprom.New(egressprom.WithLearnedRate(learned))
+	t := egress.NewTransport(nil, egress.WithLimiter(learned), egress.WithObserver(m.Observer(nil)))
+	client := &http.Client{Transport: m.Instrument(t)}
+
+	resp, err := client.Get(upstream.URL + "/busy")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	// The gauge has one series per key (here the host), at the rate the
+	// 429 taught the limiter: below its ceiling of 100/s.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == "egress_learned_rate" {
+			for _, s := range f.GetMetric() {
+				key := s.GetLabel()[0].GetValue()
+				fmt.Println(f.GetName(), "for the host:", key == strings.TrimPrefix(upstream.URL, "http://"),
+					"below 100/s:", s.GetGauge().GetValue() < 100)
+			}
+		}
+	}
+	// Output:
+	// egress_learned_rate for the host: true below 100/s: true
+}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,34 +15,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/extra/egressprom"
+	"github.com/egress-go/egress/internal/metriclabel/metrictest"
 	"github.com/egress-go/egress/queue"
-	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )
-
-// upstream answers 200, except that its first answer on /slow-down is a
-// 429 asking to wait 20ms.
-func upstream(t *testing.T) *httptest.Server {
-	t.Helper()
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow-down" && throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Retry-After-Ms", "20")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // histogram returns the sample count and sum of name's series whose labels
 // include want.
@@ -82,43 +62,14 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 // TestMetricsAfterRealRequests sends real requests through an egress
 // Transport to an httptest server, and scrapes what Metrics report.
 func TestMetricsAfterRealRequests(t *testing.T) {
-	srv := upstream(t)
+	srv := metrictest.Upstream(t)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	reg := prometheus.NewPedanticRegistry()
 	m := egressprom.New()
 	reg.MustRegister(m)
 
-	q, err := queue.New(1, 1)
-	require.NoError(t, err)
-	var nextPaused atomic.Int32
-	tr := egress.NewTransport(nil,
-		egress.WithLimiter(stepLimiter{wait: 5 * time.Millisecond}),
-		egress.WithQueue(q),
-		egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(&egress.Observer{Paused: func(egress.PauseInfo) { nextPaused.Add(1) }})))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	get := func(ctx context.Context, path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		require.NoError(t, err)
-		return client.Do(req)
-	}
-	ctx := context.Background()
-
-	// A holds the only queue slot; B waits in line; C finds the line full.
-	a, err := get(ctx, "/ok")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		b, err := get(ctx, "/ok")
-		if assert.NoError(t, err) {
-			_, _ = io.Copy(io.Discard, b.Body)
-			_ = b.Body.Close()
-		}
-	})
-	require.Eventually(t, func() bool { return tr.Stats().Waiting == 1 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
+	paused := metrictest.RealRequests(t, srv, attachTo(m), func() {
+		require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
 # HELP egress_in_flight_requests Queue slots held: requests in RoundTrip or whose response body is open.
 # TYPE egress_in_flight_requests gauge
 egress_in_flight_requests 1
@@ -126,25 +77,7 @@ egress_in_flight_requests 1
 # TYPE egress_queue_waiting_requests gauge
 egress_queue_waiting_requests 1
 `), "egress_in_flight_requests", "egress_queue_waiting_requests"))
-	_, err = get(ctx, "/ok")
-	require.ErrorIs(t, err, queue.ErrFull)
-	require.NoError(t, a.Body.Close())
-	wg.Wait()
-
-	// A 429 that pauses the key and is retried.
-	resp, err := get(ctx, "/slow-down")
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-
-	// A refusal by the limiter, and a request cancelled before it starts.
-	_, err = get(egress.WithRequestKey(ctx, "refuse"), "/ok")
-	require.ErrorIs(t, err, throttle.ErrLimitExceeded)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err = get(cancelled, "/ok")
-	require.ErrorIs(t, err, context.Canceled)
+	})
 
 	// Attempts sent: A, B, and the 429 and its retry.
 	require.NoError(t, testutil.ScrapeAndCompare(scrape(t, reg), strings.NewReader(`
@@ -198,7 +131,7 @@ egress_retries_total{code="429",key="`+host+`"} 1
 	_, waitSum := histogram(t, reg, "egress_limiter_wait_seconds", map[string]string{"key": host})
 	// Each attempt waited its 5ms, counted from just after the booking.
 	assert.GreaterOrEqual(t, waitSum, 4*0.004, "each attempt waited about 5ms")
-	assert.Equal(t, int32(1), nextPaused.Load(), "the program's own Observer still hears of the pause")
+	assert.Equal(t, int32(1), paused, "the program's own Observer still hears of the pause")
 
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -233,14 +166,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := egressprom.New(tt.giveOpts...)
-			o := m.Observer(nil)
-			for i := range tt.giveKeys {
-				key := fmt.Sprintf("key-%d", i)
-				o.Refused(egress.RefusalInfo{Key: key, Attempt: 1, Err: queue.ErrFull})
-				o.Waited(egress.WaitInfo{Key: key, Attempt: 1, Limiter: time.Millisecond})
-				o.Paused(egress.PauseInfo{Key: key, StatusCode: 429, Duration: time.Second})
-				o.Retrying(egress.RetryInfo{Key: key, Attempt: 1, StatusCode: 429})
-			}
+			metrictest.ManyKeys(m.Observer(nil), tt.giveKeys)
 			for _, name := range []string{"egress_refusals_total", "egress_limiter_wait_seconds", "egress_pause_duration_seconds", "egress_retries_total"} {
 				assert.Equal(t, tt.wantSeries, testutil.CollectAndCount(m, name), name)
 			}
@@ -258,29 +184,12 @@ func TestCardinalityIsBounded(t *testing.T) {
 // that each attempt is one sample of egress_request_duration_seconds,
 // the retry's with resend_count 1, the first's without one.
 func TestResendCount(t *testing.T) {
-	var throttled atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if throttled.CompareAndSwap(false, true) {
-			w.Header().Set("Retry-After", "0")
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
+	srv := metrictest.Upstream(t)
 	m := egressprom.New()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
-	tr := egress.NewTransport(nil, egress.WithRetry(retryafter.Policy{Jitter: func(time.Duration) time.Duration { return 0 }}),
-		egress.WithObserver(m.Observer(nil)))
-	client := &http.Client{Transport: m.Instrument(tr)}
-	defer client.CloseIdleConnections()
-
-	resp, err := client.Get(srv.URL)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, rt := attachTo(m)(nil, egress.WithRetry(metrictest.NoJitter))
+	metrictest.Get(t, rt, srv.URL+"/retry-now", http.StatusOK)
 
 	host := strings.TrimPrefix(srv.URL, "http://")
 	tests := []struct {
@@ -303,7 +212,7 @@ func TestResendCount(t *testing.T) {
 
 func TestHostsAreBounded(t *testing.T) {
 	m := egressprom.New(egressprom.WithMaxKeys(5))
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithLimiter(stepLimiter{}), egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithLimiter(metrictest.StepLimiter{}), egress.WithObserver(m.Observer(nil))))
 	for i := range 1000 {
 		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://host-%d.example/", i), nil)
 		require.NoError(t, err)
@@ -316,7 +225,7 @@ func TestHostsAreBounded(t *testing.T) {
 
 func TestMethodsAreBounded(t *testing.T) {
 	m := egressprom.New()
-	rt := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(m.Observer(nil))))
+	rt := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithObserver(m.Observer(nil))))
 	for _, method := range []string{"GET", "POST", "BREW", "PROPFIND", "get"} {
 		req, err := http.NewRequest(method, "http://api.example/", nil)
 		require.NoError(t, err)
@@ -436,6 +345,7 @@ func TestPanics(t *testing.T) {
 	}{
 		{name: "nil option", give: func() { egressprom.New(nil) }, want: "egressprom: New given a nil Option at index 0"},
 		{name: "negative cap", give: func() { egressprom.WithMaxKeys(-1) }, want: "egressprom: WithMaxKeys given a negative n: -1"},
+		{name: "nil learner", give: func() { egressprom.WithLearnedRate(nil) }, want: "egressprom: WithLearnedRate given a nil limiter"},
 		{name: "nil transport", give: func() { egressprom.New().Instrument(nil) }, want: "egressprom: Instrument given a nil *egress.Transport"},
 	}
 	for _, tt := range tests {
@@ -445,25 +355,12 @@ func TestPanics(t *testing.T) {
 	}
 }
 
-// idleBase counts CloseIdleConnections.
-type idleBase struct {
-	memBase
-	idles atomic.Int32
-}
-
-func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
-
-func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
-	base := &idleBase{}
-	rt := egressprom.New().Instrument(egress.NewTransport(base))
-	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
-	assert.Equal(t, int32(1), base.idles.Load())
-}
-
 // TestPromlintEveryFamily records one of everything, so that every
 // metric family has a sample, and lints them all.
 func TestPromlintEveryFamily(t *testing.T) {
-	m := egressprom.New()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(10))
+	require.NoError(t, err)
+	m := egressprom.New(egressprom.WithLearnedRate(a))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	o := m.Observer(nil)
@@ -473,9 +370,11 @@ func TestPromlintEveryFamily(t *testing.T) {
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second})
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second, Err: errors.New("store down")})
 	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
+	ctx := context.Background()
+	require.NoError(t, m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })(ctx, redis.NewCmd(ctx, "ping")))
 	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
 	require.NoError(t, err)
-	resp, err := m.Instrument(egress.NewTransport(memBase{}, egress.WithObserver(o))).RoundTrip(req)
+	resp, err := m.Instrument(egress.NewTransport(metrictest.MemBase{}, egress.WithObserver(o))).RoundTrip(req)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 
@@ -487,6 +386,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"egress_in_flight_requests",
+		"egress_learned_rate",
 		"egress_limiter_wait_seconds",
 		"egress_pause_duration_seconds",
 		"egress_pause_failures_total",
@@ -495,6 +395,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 		"egress_redis_breaker_open",
 		"egress_redis_errors_total",
 		"egress_redis_recoveries_total",
+		"egress_redis_round_trip_duration_seconds",
 		"egress_refusals_total",
 		"egress_request_duration_seconds",
 		"egress_requests_total",
@@ -503,4 +404,12 @@ func TestPromlintEveryFamily(t *testing.T) {
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// attachTo attaches m to a Transport built with opts.
+func attachTo(m *egressprom.Metrics) metrictest.AttachTo {
+	return func(next *egress.Observer, opts ...egress.Option) (*egress.Transport, http.RoundTripper) {
+		t := egress.NewTransport(nil, append(opts, egress.WithObserver(m.Observer(next)))...)
+		return t, m.Instrument(t)
+	}
 }

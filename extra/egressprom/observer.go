@@ -2,14 +2,13 @@ package egressprom
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/internal/metriclabel"
-	"github.com/egress-go/egress/queue"
-	"github.com/egress-go/egress/throttle"
 	"github.com/egress-go/egress/throttle/redislimit"
 )
 
@@ -22,20 +21,11 @@ import (
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	own := &egress.Observer{
-		Waited:  m.waited,
-		Refused: m.refused,
-		Sent:    m.sent,
-		Retrying: func(r egress.RetryInfo) {
-			m.retries.WithLabelValues(m.keys.Label(r.Key), strconv.Itoa(r.StatusCode)).Inc()
-		},
-		Paused: m.paused,
-	}
-	return own.Then(next)
+	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused)
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
-	key := m.keys.Label(w.Key)
+	key := m.core.Keys.Label(w.Key)
 	if w.Queue > 0 {
 		m.queueWait.WithLabelValues(key).Observe(w.Queue.Seconds())
 	}
@@ -45,22 +35,16 @@ func (m *Metrics) waited(w egress.WaitInfo) {
 }
 
 func (m *Metrics) refused(r egress.RefusalInfo) {
-	reason := metriclabel.RefusalReason(r.Err)
-	switch reason {
-	case metriclabel.ReasonQueueFull:
-		m.refusedFull.Add(1)
-	case metriclabel.ReasonLimit:
-		m.refusedLimit.Add(1)
-	case metriclabel.ReasonTimeout:
-		m.timeouts.Add(1)
-	default:
-		m.limiterErrors.Add(1)
-	}
-	m.refusals.WithLabelValues(m.keys.Label(r.Key), reason).Inc()
+	reason := m.core.Refused(r.Err)
+	m.refusals.WithLabelValues(m.core.Keys.Label(r.Key), reason).Inc()
+}
+
+func (m *Metrics) retrying(r egress.RetryInfo) {
+	m.retries.WithLabelValues(m.core.Keys.Label(r.Key), strconv.Itoa(r.StatusCode)).Inc()
 }
 
 func (m *Metrics) paused(p egress.PauseInfo) {
-	key := m.keys.Label(p.Key)
+	key := m.core.Keys.Label(p.Key)
 	if p.Err != nil {
 		m.pauseFailures.WithLabelValues(key).Inc()
 		return
@@ -68,37 +52,31 @@ func (m *Metrics) paused(p egress.PauseInfo) {
 	m.pauses.WithLabelValues(key).Observe(p.Duration.Seconds())
 }
 
-// ended counts a request that failed because its own context ended
-// before a response came. Refusals are not counted here: the Observer
-// counts them.
-func (m *Metrics) ended(req *http.Request, err error) {
-	var le *throttle.LimitError
-	if errors.As(err, &le) || errors.Is(err, queue.ErrFull) {
-		return
-	}
-	switch ctxErr := req.Context().Err(); {
-	case errors.Is(ctxErr, context.Canceled):
-		m.canceled.Add(1)
-	case errors.Is(ctxErr, context.DeadlineExceeded):
-		m.timeouts.Add(1)
-	}
-}
-
 // RedisObserver returns a func for [redislimit.WithObserver] that counts
 // failed calls to Redis and recoveries in m and tracks whether Redis is
 // failing, then passes each event on to next, if next is not nil.
 func (m *Metrics) RedisObserver(next func(redislimit.Event)) func(redislimit.Event) {
-	return func(e redislimit.Event) {
-		switch {
-		case e.Recovered:
-			m.redisRecover.Inc()
-			m.redisOpen.Set(0)
-		case e.Err != nil:
-			m.redisErrors.Inc()
-			m.redisOpen.Set(1)
+	return metriclabel.RedisObserver(next, func() {
+		m.redisErrors.Inc()
+		m.redisOpen.Set(1)
+	}, func() {
+		m.redisRecover.Inc()
+		m.redisOpen.Set(0)
+	})
+}
+
+// RedisHook returns a go-redis hook that records each round trip to
+// Redis in egress_redis_round_trip_duration_seconds: each command, and
+// each pipeline, which is one round trip. Add it to the client that
+// [redislimit.NewClient] is given (rdb.AddHook(m.RedisHook())); it counts
+// every command on that client, egress's or not.
+func (m *Metrics) RedisHook() redis.Hook {
+	ok := m.redisTrips.WithLabelValues("")
+	return metriclabel.RedisHook(func(_ context.Context, d time.Duration, err error) {
+		o := ok
+		if err != nil {
+			o = m.redisTrips.WithLabelValues(metriclabel.ErrorType(err))
 		}
-		if next != nil {
-			next(e)
-		}
-	}
+		o.Observe(d.Seconds())
+	})
 }

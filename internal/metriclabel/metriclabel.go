@@ -72,6 +72,25 @@ func (l *Bounded) Label(v string) string {
 	return v
 }
 
+// Values returns the values that have a value of their own: the
+// allow-list, or those seen so far.
+func (l *Bounded) Values() []string {
+	if l.allow != nil {
+		out := make([]string, 0, len(l.allow))
+		for v := range l.allow {
+			out = append(out, v)
+		}
+		return out
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]string, 0, len(l.seen))
+	for v := range l.seen {
+		out = append(out, v)
+	}
+	return out
+}
+
 // Reasons a request is refused, the values of the "reason" label.
 const (
 	ReasonQueueFull = "queue_full"

@@ -4,7 +4,7 @@
 -- limit on the key, all under one hash tag.
 --
 -- ARGV: op ('reserve', 'parts', 'cancel', 'settle', 'pause' or
--- 'inspect'), the frozen time (see state.lua), the number of parts, then
+-- 'inspect'), the frozen time (see now.lua), the number of parts, then
 -- for each part its algorithm and that algorithm's params, then the op's
 -- own arguments, then any settles riding along (settle.lua), then the
 -- pause channel. With settles, KEYS has one more key after the parts':

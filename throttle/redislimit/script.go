@@ -20,7 +20,7 @@ var sources embed.FS
 
 // scriptFiles is the order in which the files join into one script.
 var scriptFiles = []string{
-	"state.lua", "gcra.lua", "fixedwindow.lua", "slidingwindow.lua",
+	"now.lua", "fastpath.lua", "state.lua", "gcra.lua", "fixedwindow.lua", "slidingwindow.lua",
 	"slidingwindowcounter.lua", "pause.lua", "settle.lua", "budget.lua",
 }
 

@@ -1,15 +1,7 @@
--- state.lua opens the budget script: the server's time and how a part
--- keeps its state. The files that follow add one algorithm each
--- (gcra.lua, fixedwindow.lua, slidingwindow.lua, slidingwindowcounter.lua),
--- then pause.lua and budget.lua, which reads the arguments and runs the op.
---
--- Times are microseconds of the server's TIME. ARGV[2] is a test-only
--- frozen time: 0 in production, where the script reads TIME.
-local now = tonumber(ARGV[2])
-if now == 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- state.lua: how a part keeps its state. It follows now.lua and
+-- fastpath.lua; the files after it add one algorithm each (gcra.lua,
+-- fixedwindow.lua, slidingwindow.lua, slidingwindowcounter.lua), then
+-- pause.lua and budget.lua, which reads the arguments and runs the op.
 
 -- defines maps an algorithm's name to the function that builds its
 -- table, so that a call builds only the algorithms its parts use: Redis
@@ -38,18 +30,6 @@ local defines, algorithms = {}, {}
 
 local function fmt(x)
   return string.format('%d', x)
-end
-
--- Keys expire in real time, also while a test holds the time frozen:
--- then they are kept an hour longer, so that a slow test never sees one
--- expire under it.
-local keep = 0
-if ARGV[2] ~= '0' then keep = 3600 * 1000 end
-
--- millis returns ttl microseconds as whole milliseconds, rounded up, for
--- a key's TTL.
-local function millis(ttl)
-  return math.floor(ttl / 1000) + 1 + keep
 end
 
 -- A part other than the sliding log keeps its numbers in one string of

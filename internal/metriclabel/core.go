@@ -1,0 +1,180 @@
+package metriclabel
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/throttle/redislimit"
+)
+
+// Results of an attempt to acquire, the values of the adapters' result
+// label, in the order [Core.Totals] reports them.
+const (
+	ResultAcquired     = "acquired"
+	ResultRefusedFull  = "refused_full"
+	ResultRefusedLimit = "refused_limit"
+	ResultTimeout      = "timeout"
+	ResultCanceled     = "canceled"
+	ResultLimiterError = "limiter_error"
+)
+
+// Results lists every result, in the order [Core.Totals] reports them.
+var Results = [...]string{ResultAcquired, ResultRefusedFull, ResultRefusedLimit, ResultTimeout, ResultCanceled, ResultLimiterError}
+
+// Core is what both adapters keep apart from their instruments: the
+// bounds of the key and host values, the Transports they report on, and
+// the results that the Transports' Stats do not count.
+type Core struct {
+	Keys, Hosts *Bounded
+	pkg         string
+
+	// mu guards transports.
+	mu         sync.RWMutex
+	transports []*egress.Transport
+
+	refusedFull, refusedLimit, timeouts, canceled, limiterErrors atomic.Uint64
+}
+
+// NewCore returns a Core configured by c, for the adapter pkg.
+func NewCore(pkg string, c Config) *Core {
+	return &Core{pkg: pkg, Keys: New(c.Keys, c.MaxKeys), Hosts: New(nil, c.MaxKeys)}
+}
+
+// Totals are the counts over every Transport given to [Core.Instrument].
+type Totals struct {
+	// Results counts each of [Results], in its order: the attempts
+	// acquired (sent), then the requests refused or ended by their
+	// context.
+	Results [len(Results)]uint64
+	// Waiting and InFlight sum the Transports' Stats.
+	Waiting, InFlight int
+}
+
+// Totals adds up the Transports' Stats and the results counted here.
+func (c *Core) Totals() Totals {
+	var t Totals
+	c.mu.RLock()
+	for _, tr := range c.transports {
+		s := tr.Stats()
+		t.Results[0] += s.Sent
+		t.Waiting += s.Waiting
+		t.InFlight += s.InFlight
+	}
+	c.mu.RUnlock()
+	t.Results[1] = c.refusedFull.Load()
+	t.Results[2] = c.refusedLimit.Load()
+	t.Results[3] = c.timeouts.Load()
+	t.Results[4] = c.canceled.Load()
+	t.Results[5] = c.limiterErrors.Load()
+	return t
+}
+
+// Refused counts a refusal the Transport reported and returns its reason
+// ([RefusalReason]).
+func (c *Core) Refused(err error) string {
+	reason := RefusalReason(err)
+	switch reason {
+	case ReasonQueueFull:
+		c.refusedFull.Add(1)
+	case ReasonLimit:
+		c.refusedLimit.Add(1)
+	case ReasonTimeout:
+		c.timeouts.Add(1)
+	default:
+		c.limiterErrors.Add(1)
+	}
+	return reason
+}
+
+// Instrument returns an [http.RoundTripper] that sends requests through
+// t, counts those whose own context ended before a response came, and
+// calls refused with each request the Transport refused to send, its
+// error and the time from RoundTrip to the refusal. It makes c report t's
+// Stats. It panics if t is nil.
+func (c *Core) Instrument(t *egress.Transport, refused func(req *http.Request, err error, elapsed time.Duration)) http.RoundTripper {
+	if t == nil {
+		panic(c.pkg + ": Instrument given a nil *egress.Transport")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	known := false
+	for _, seen := range c.transports {
+		known = known || seen == t
+	}
+	if !known {
+		c.transports = append(c.transports, t)
+	}
+	return &instrumented{c: c, t: t, refused: refused}
+}
+
+// instrumented is the RoundTripper that Instrument returns.
+type instrumented struct {
+	c       *Core
+	t       *egress.Transport
+	refused func(*http.Request, error, time.Duration)
+}
+
+// epoch makes time.Since a monotonic clock read of its own: half the cost
+// of time.Now, which also reads the wall clock. (Goal: ≤ 1µs overhead per
+// request with metrics attached.)
+var epoch = time.Now()
+
+// RoundTrip implements [http.RoundTripper].
+func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Since(epoch)
+	resp, err := it.t.RoundTrip(req)
+	switch {
+	case err == nil:
+		return resp, nil
+	case Refusal(err):
+		it.refused(req, err, time.Since(epoch)-start)
+	default:
+		it.c.ended(req)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes the Transport's idle connections.
+func (it *instrumented) CloseIdleConnections() { it.t.CloseIdleConnections() }
+
+// ended counts a request that failed, unrefused, because its own context
+// ended before a response came.
+func (c *Core) ended(req *http.Request) {
+	switch err := req.Context().Err(); {
+	case errors.Is(err, context.Canceled):
+		c.canceled.Add(1)
+	case errors.Is(err, context.DeadlineExceeded):
+		c.timeouts.Add(1)
+	}
+}
+
+// RedisObserver returns a func for [redislimit.WithObserver] that calls
+// failed on each failed call to Redis and recovered when Redis answers
+// again, then passes the event on to next, if next is not nil.
+func RedisObserver(next func(redislimit.Event), failed, recovered func()) func(redislimit.Event) {
+	return func(e redislimit.Event) {
+		switch {
+		case e.Recovered:
+			recovered()
+		case e.Err != nil:
+			failed()
+		}
+		if next != nil {
+			next(e)
+		}
+	}
+}
+
+// Observer returns an [egress.Observer] that reports each event to the
+// adapter's func for it, then to next's func of the same name, if next is
+// not nil and has one.
+func Observer(next *egress.Observer, waited func(egress.WaitInfo), refused func(egress.RefusalInfo), sent func(egress.SentInfo),
+	retrying func(egress.RetryInfo), paused func(egress.PauseInfo)) *egress.Observer {
+	own := &egress.Observer{Waited: waited, Refused: refused, Sent: sent, Retrying: retrying, Paused: paused}
+	return own.Then(next)
+}
