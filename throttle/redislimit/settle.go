@@ -14,7 +14,10 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
-var _ throttle.Settler = (*booking)(nil)
+var (
+	_ throttle.Settler       = (*booking)(nil)
+	_ throttle.PartsReserver = (*Composite)(nil)
+)
 
 // SettleDelay bounds how long a settle waits in the process for the
 // key's next script call to carry it: past it, the settle is sent on its
