@@ -503,3 +503,24 @@ func TestSettleAfterPauses(t *testing.T) {
 	require.NoError(t, gotDue.Settle(ctx, 0))
 	both("after the settle of the due booking", 5)
 }
+
+// TestReservePartsShared: a limit found in several parts takes the
+// largest of their costs, and settles to the largest of their actuals;
+// a part that is itself an All gives its cost to each of its limits.
+func TestReservePartsShared(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	c := newClock(time.Hour)
+	b := newLLMBudget(t, rdb, c)
+	inner, err := All(b.itpm, b.otpm)
+	require.NoError(t, err)
+	outer, err := All(b.rpm, inner, b.itpm)
+	require.NoError(t, err)
+	r, err := outer.ReserveParts(ctx, "k", []int{1, 50, 80}, 0)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	assert.Equal(t, [3]int{4, 920, 450}, b.remaining(t, "k"))
+	require.NoError(t, r.Settle(ctx, 1, 20, 30))
+	assert.Equal(t, [3]int{4, 970, 480}, b.remaining(t, "k"))
+}
