@@ -54,7 +54,7 @@ const unbooked = "-"
 // The settle is queued in the process and sent with the key's next
 // script call through this limiter, or on its own after [SettleDelay];
 // Settle does not wait for it. Redis applies each settle once, even when
-// a call is sent again. A settle that Redis could not answer is kept and
+// a call is sent again within a minute. A settle that Redis could not answer is kept and
 // sent again, until the Client is closed; Close and [Client.Flush] send
 // every settle still queued.
 //

@@ -25,8 +25,11 @@
 -- the slot would be, and gives nothing back.
 local settle = {}
 
--- settleMemory is how long (µs) an applied settle's id is kept.
-local settleMemory = 300 * 1000000
+-- settleMemory is how long (µs) an applied settle's id is kept: far
+-- longer than go-redis takes to resend a call, and than a short outage,
+-- after which the process sends again the settles whose reply it lost.
+-- A key settled a thousand times a second keeps 60 000 ids (a few MB).
+local settleMemory = 60 * 1000000
 
 -- one applies the settle in ARGV text to parts.
 local function one(P, parts, text)
