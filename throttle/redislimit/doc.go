@@ -90,7 +90,7 @@
 // entry (see gcra.lua). A fixed window packs eight numbers (the same
 // four, then its window index, count, spill and latest slot) followed by
 // three per booking still ahead; a sliding counter packs nine ('<i8'
-// nine times). A key's settles applied in the last minute are kept
-// by id in prefix{key}:settled. The .lua
-// files beside this package's Go files say what each field means.
+// nine times). A key's settles applied in the last minute are kept by
+// id in prefix{key}:settled, and its pause marks in the pause hash. The
+// .lua files beside this package's Go files say what each field means.
 package redislimit
