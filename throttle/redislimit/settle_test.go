@@ -524,3 +524,22 @@ func TestReservePartsShared(t *testing.T) {
 	require.NoError(t, r.Settle(ctx, 1, 20, 30))
 	assert.Equal(t, [3]int{4, 970, 480}, b.remaining(t, "k"))
 }
+
+// TestSettleThroughThrottleAll: throttle.All over this package's
+// limiters books each in a call of its own, and settles each.
+func TestSettleThroughThrottleAll(t *testing.T) {
+	s := startRedis(t)
+	rdb := s.client(t)
+	ctx := context.Background()
+	c := newClock(time.Hour)
+	b := newLLMBudget(t, rdb, c)
+	all := throttle.All(b.rpm, b.itpm, b.otpm).(throttle.PartsReserver)
+	r, err := all.ReserveParts(ctx, "k", []int{1, 300, 200}, 0)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	assert.Equal(t, [3]int{4, 700, 300}, b.remaining(t, "k"))
+	require.NoError(t, r.Settle(ctx, 1, 100, 50))
+	// Each part's settle is queued on its own limiter, not b.all.
+	require.NoError(t, b.client.Flush(ctx))
+	assert.Equal(t, [3]int{4, 900, 450}, b.remaining(t, "k"))
+}
