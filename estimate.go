@@ -78,14 +78,15 @@ func (c *call) price() error {
 }
 
 // reserve books the call's units for one attempt: its cost on the
-// limiter, or with WithEstimate its costs per part.
-func (c *call) reserve(ctx context.Context, maxWait time.Duration) (*throttle.Reservation, error) {
+// limiter l (the configured one alone, or beside the upstream record),
+// or with WithEstimate its costs per part.
+func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Duration) (*throttle.Reservation, error) {
 	if c.costs == nil {
-		return c.t.limiter.Reserve(ctx, c.key, c.cost, maxWait)
+		return l.Reserve(ctx, c.key, c.cost, maxWait)
 	}
 	t := c.t
 	var gate *throttle.Reservation // the upstream record's unit
-	if t.upstream != nil {
+	if t.upstream != nil && t.upstream.Heard() {
 		var err error
 		gate, err = t.upstream.Reserve(ctx, c.key, 1, maxWait)
 		if err != nil || !gate.OK {
@@ -113,7 +114,7 @@ func (c *call) reserve(ctx context.Context, maxWait time.Duration) (*throttle.Re
 
 // reserveParts books c.costs on the configured limiter.
 func (c *call) reserveParts(ctx context.Context, maxWait time.Duration) (*throttle.Reservation, error) {
-	l := c.t.parts
+	l := c.t.configured
 	if p, ok := l.(throttle.PartsReserver); ok {
 		return p.ReserveParts(ctx, c.key, c.costs, maxWait)
 	}

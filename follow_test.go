@@ -118,3 +118,38 @@ func mustTokenBucket(t *testing.T, r throttle.Rate, burst int) *throttle.TokenBu
 	require.NoError(t, err)
 	return b
 }
+
+// Until a response states a quota, the record of WithUpstream hears
+// nothing and books nothing: the limiter alone paces, and the record's
+// Inspect shows no bound. The first statement makes it part of the
+// budget.
+func TestTransportRecordQuietUntilStated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			if n == 3 {
+				return respond(req, http.StatusOK, "X-RateLimit-Limit", "5", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "7"), nil
+			}
+			return respond(req, http.StatusOK), nil
+		}}
+		u := mustUpstream(t)
+		tr := egress.NewTransport(base, egress.WithLimiter(mustTokenBucket(t, throttle.PerSecond(1), 1)), egress.WithUpstream(u))
+		roundTrip := func() {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+			require.NoError(t, err)
+			drainClose(t, resp)
+		}
+		for range 3 {
+			roundTrip()
+		}
+		assert.False(t, u.Heard(), "no response stated a quota")
+		s, err := u.Inspect(context.Background(), "api.test")
+		require.NoError(t, err)
+		assert.Zero(t, s.Ahead, "nothing was booked on the record")
+		roundTrip() // states remaining 0 for 7 s
+		assert.True(t, u.Heard())
+		roundTrip()
+		sent := base.times()
+		require.Len(t, sent, 5)
+		assert.Equal(t, 7*time.Second, sent[4].Sub(sent[3]), "the stated quota holds the next request back")
+	})
+}

@@ -49,7 +49,8 @@ func egressInProcess(s spec) (client, error) {
 // upstream documents, at factor times the published limit: a leaky bucket
 // for an nginx-style leaky bucket, a sliding window for "N per window",
 // and a token bucket otherwise, each with WithTolerance(DefaultTolerance),
-// and WithRetry with the default Policy.
+// beside the record of what the upstream states (WithUpstream), and
+// WithRetry with the default Policy.
 func egressReadme(factor float64) builder {
 	return func(s spec) (client, error) {
 		rate := throttle.PerSecond(int(math.Round(s.Rate * factor)))
@@ -68,7 +69,7 @@ func egressReadme(factor float64) builder {
 		if err != nil {
 			return nil, err
 		}
-		return egressClient(l), nil
+		return followingClient(l)
 	}
 }
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -83,6 +86,100 @@ func goLimiterFront(tokens int, interval time.Duration) front {
 	}
 }
 
+// spentBy puts another client in front of f's limiter, one egress cannot
+// see: from the moment the limiter is built until it is released, it
+// sends perSecond requests evenly, straight into the limiter's handler,
+// from the same address and path as the bench's clients, so that they
+// count against the same key.
+func spentBy(f front, perSecond float64) front {
+	return func() (http.Handler, func(), error) {
+		h, release, err := f()
+		if err != nil {
+			return nil, nil, err
+		}
+		done := make(chan struct{})
+		stopped := make(chan struct{})
+		run := &otherRun{built: time.Now()}
+		others.Lock()
+		others.runs = append(others.runs, run)
+		others.Unlock()
+		go func() {
+			defer close(stopped)
+			tick := time.NewTicker(time.Duration(float64(time.Second) / perSecond))
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					req := httptest.NewRequest(http.MethodGet, "/", nil)
+					req.RemoteAddr = "127.0.0.1:1"
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code == http.StatusOK {
+						others.Lock()
+						run.admitted = append(run.admitted, time.Now())
+						others.Unlock()
+					}
+				}
+			}
+		}()
+		return h, func() { close(done); <-stopped; release() }, nil
+	}
+}
+
+// otherShare is the part of the upstream's quota that the other client of
+// the "spent by another client" rows tries to take: it sends that share of
+// the limit, and what it is admitted is what it spent.
+const otherShare = 0.2
+
+// others records, for every front spentBy built, when its other client
+// was admitted.
+var others struct {
+	sync.Mutex
+	runs []*otherRun
+}
+
+type otherRun struct {
+	built    time.Time
+	admitted []time.Time
+}
+
+// otherAdmitted returns how many of the other client's requests the
+// upstream admitted during r: those of the front built last before r
+// started.
+func otherAdmitted(r row) int {
+	others.Lock()
+	defer others.Unlock()
+	var run *otherRun
+	for _, o := range others.runs {
+		if !o.built.After(r.start) && (run == nil || o.built.After(run.built)) {
+			run = o
+		}
+	}
+	if run == nil {
+		return 0
+	}
+	n := 0
+	for _, a := range run.admitted {
+		if !a.Before(r.start) && a.Before(r.start.Add(r.wall)) {
+			n++
+		}
+	}
+	return n
+}
+
+// leftUsed is the part of what the other client left of the quota during
+// r that r used: r's admitted requests over (limit per window × the
+// windows of r's wall time − the other client's admitted requests).
+func leftUsed(sc scenario, r row) float64 {
+	left := float64(sc.limit.Limit)*r.wall.Seconds()/sc.limit.Window.Seconds() - float64(otherAdmitted(r))
+	if left <= 0 {
+		return 0
+	}
+	return float64(r.admitted) / left
+}
+
 // followScenarios are the rows of issue 13 and issue 11 item 12.
 func followScenarios(smoke bool) []scenario {
 	scale := func(full, small int) int {
@@ -93,7 +190,7 @@ func followScenarios(smoke bool) []scenario {
 	}
 	const rate = 48
 	n := scale(600, 60)
-	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
+	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "egress (adaptive)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
 	window := upstream.Config{Algorithm: upstream.SlidingLog, Rate: rate, Burst: rate, Limit: rate, Window: time.Second}
 	scs := []scenario{
 		{
@@ -116,6 +213,21 @@ func followScenarios(smoke bool) []scenario {
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
 	}
+	spent := []string{"egress (README)", "egress (adaptive)", "x/time/rate", "failsafe-go"}
+	scs = append(scs,
+		scenario{
+			id: "5d", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: go-chi/httprate as in 5a, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
+			limit: window, front: spentBy(httprateFront(rate, time.Second), otherShare*rate), phase: 10 * time.Millisecond,
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
+		},
+		scenario{
+			id: "5e", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: sethvargo/go-limiter as in 5c, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
+			limit: window, front: spentBy(goLimiterFront(rate, time.Second), otherShare*rate),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
+		},
+	)
 	hidden := []string{"egress (WithRetry only)", "egress (adaptive)", "go-retryablehttp", "failsafe-go (retry only)", "naive"}
 	for i, h := range []struct {
 		rate, status int
@@ -137,6 +249,11 @@ func followScenarios(smoke bool) []scenario {
 		shares: []int{n}, goroutines: 32, plot: plotPerBin,
 		contenders: []string{"egress (README)", "x/time/rate", "failsafe-go"},
 	})
+	if only := os.Getenv("FOLLOW_CONTENDERS"); only != "" { // development only
+		for i := range scs {
+			scs[i].contenders = strings.Split(only, ",")
+		}
+	}
 	if !smoke {
 		return scs
 	}
@@ -145,9 +262,9 @@ func followScenarios(smoke bool) []scenario {
 	var out []scenario
 	for _, sc := range scs {
 		switch sc.id {
-		case "5b", "5c", "7":
+		case "5b", "5c", "5d", "7":
 			sc.contenders = sc.contenders[:1]
-		case "6a", "6c":
+		case "6a", "6c", "5e":
 			continue
 		}
 		out = append(out, sc)
@@ -162,6 +279,10 @@ func followScenarios(smoke bool) []scenario {
 func best(sc scenario, n int) time.Duration {
 	l := sc.limit
 	switch {
+	case sc.id == "5d" || sc.id == "5e":
+		// What is left, used evenly after a first window's worth.
+		left := (1 - otherShare) * float64(l.Limit)
+		return time.Duration((float64(n) - left) / left * float64(l.Window))
 	case sc.id == "5a":
 		return slidingCounterBest(n, l.Limit, l.Window, sc.phase)
 	case sc.id == "5c":
@@ -244,6 +365,62 @@ func steady(sc scenario, r row) hiddenStats {
 	return hs
 }
 
+// converged returns when the learned rate entered ±10% of the hidden
+// limit and stayed there to the end of the run; false when it never did,
+// or there are no samples.
+func converged(learned []float64, limit float64) (time.Duration, bool) {
+	if len(learned) == 0 {
+		return 0, false
+	}
+	i := len(learned)
+	for i > 0 && math.Abs(learned[i-1]-limit) <= 0.1*limit {
+		i--
+	}
+	if i == len(learned) {
+		return 0, false
+	}
+	return time.Duration(i) * bin, true
+}
+
+// admittedConverged returns when what the upstream admitted, counted over
+// the trailing second, entered ±10% of the hidden limit and stayed there
+// until the last second of the run (which the last requests leave
+// partly empty); false when it never did.
+func admittedConverged(r row, limit float64) (time.Duration, bool) {
+	end := r.wall - time.Second
+	if end <= time.Second {
+		return 0, false
+	}
+	at := time.Duration(-1)
+	lo := 0
+	hi := 0
+	for t := time.Second; t <= end; t += 10 * time.Millisecond {
+		now := r.start.Add(t)
+		for hi < len(r.arrivals) && !r.arrivals[hi].After(now) {
+			hi++
+		}
+		for lo < hi && now.Sub(r.arrivals[lo]) >= time.Second {
+			lo++
+		}
+		if math.Abs(float64(hi-lo)-limit) <= 0.1*limit {
+			if at < 0 {
+				at = t
+			}
+		} else {
+			at = -1
+		}
+	}
+	return at, at >= 0
+}
+
+// fmtConverged formats a convergence time.
+func fmtConverged(d time.Duration, ok bool) string {
+	if !ok {
+		return "never"
+	}
+	return fmtSec(d)
+}
+
 // writeFollowSection writes a scenario of issue 13 or issue 11 item 12.
 func (r *report) writeFollowSection(p func(string, ...any), s section) {
 	sc := s.sc
@@ -251,7 +428,7 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 	p("Minimum wall time: %s (a greedy client against the upstream's own algorithm).\n\n", fmtSec(sc.minimum()))
 	hidden := sc.table == tableHidden
 	if hidden {
-		p("| contender | wall | ÷ minimum | refusals | ok / failed | utilization | after %s: reached the upstream /s ÷ hidden limit | admitted /s ÷ hidden limit | refused, of what reached it | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		p("| contender | wall | ÷ minimum | refusals | ok / failed | utilization | after %s: reached the upstream /s ÷ hidden limit | admitted /s ÷ hidden limit | refused, of what reached it | admitted in the trailing 1 s within ±10%% from | learned rate within ±10%% from | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
 			fmtSec(steady(sc, row{}).settle))
 	} else {
 		p("| contender | wall | ÷ minimum | 429s | 429s, of requests | sent in a pause | ok / failed | client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -269,19 +446,35 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 			if hs.ran {
 				sent, admitted, refused = fmt.Sprintf("%.2f", hs.sentPerSec/lim), fmt.Sprintf("%.2f", hs.admittedPerSec/lim), fmt.Sprintf("%.1f%%", 100*hs.refusedFraction)
 			}
-			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
-				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtCPU(row.cpu))
+			learned := "—"
+			if len(row.learned) > 0 {
+				learned = fmtConverged(converged(row.learned, lim))
+			}
+			p("| %s | %s | %.2f | %d | %d / %d | %s | %s | %s | %s | %s | %s | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused, row.ok, row.failed,
+				fmtPct(utilization(sc, row)), sent, admitted, refused, fmtConverged(admittedConverged(row, lim)), learned, fmtCPU(row.cpu))
 			continue
 		}
 		p("| %s | %s | %.2f | %d | %.1f%% | %d | %d / %d | %s |\n", row.contender, fmtSec(row.wall), ratio, row.refused,
 			100*float64(row.refused)/float64(sc.requests()), row.duringPause, row.ok, row.failed, fmtCPU(row.cpu))
 	}
 	p("\n")
+	if sc.id == "5d" || sc.id == "5e" {
+		p("What the other client was admitted during each run, and the part of what it left (limit per window × wall − its admitted) that each contender used:\n\n")
+		for _, row := range s.rows {
+			if row.skipped == "" {
+				p("- **%s**: other client admitted %d; %.0f%% of what it left used\n", row.contender, otherAdmitted(row), 100*leftUsed(sc, row))
+			}
+		}
+		p("\n")
+	}
 	if hidden {
 		p("The steady-state columns count from %s after the start (5 s, or half the minimum when that is shorter) to the end of each run. Utilization is admitted ÷ (burst + hidden rate × wall).\n\n", fmtSec(steady(sc, row{}).settle))
 	}
 	if sc.plot != plotNone {
 		p("![scenario %s](%s)\n\n", sc.id, plotFile(sc))
+		if len(learnedRows(s.rows)) > 0 {
+			p("![scenario %s, learned rate](%s)\n\n", sc.id, learnedPlotFile(sc))
+		}
 	}
 	p("How each contender was configured:\n\n")
 	for _, row := range s.rows {
@@ -365,6 +558,11 @@ func followGoals(sc scenario, rows []row) []goal {
 			}
 			add("13", what, hs.refusedFraction <= 0.01 && u >= 0.9 && r.failed == 0,
 				"%.1f%% refused, %.0f%% of the hidden limit admitted, %d of %d failed", 100*hs.refusedFraction, 100*u, r.failed, sc.requests())
+			if len(r.learned) > 0 {
+				at, ok := converged(r.learned, float64(sc.limit.Rate))
+				add("13", "no limit configured, no headers, "+name+": learned rate within ±10% of the hidden limit in ≤ 5 s (and staying there)",
+					ok && at <= 5*time.Second, "from %s; %d refusals over the whole run, learning included", fmtConverged(at, ok), r.refused)
+			}
 		}
 	case tableFollow:
 		readme, ok := find("egress (README)")
@@ -375,6 +573,19 @@ func followGoals(sc scenario, rows []row) []goal {
 		if sc.part == "7" {
 			add("11", "leaky bucket, README recipe: 0 failures, 0 429s, ≤ 1.01× the minimum wall time", readme.failed == 0 && readme.refused == 0 && ratio <= 1.01,
 				"%d failed, %d 429s, %.3f×", readme.failed, readme.refused, ratio)
+			return gs
+		}
+		if sc.id == "5d" || sc.id == "5e" {
+			for _, name := range []string{"egress (README)", "egress (adaptive)"} {
+				r, ok := find(name)
+				if !ok {
+					continue
+				}
+				u := leftUsed(sc, r)
+				add("13", "20% of the quota spent by another client, "+name+": 429s ≤ 0.5% of requests, ≥ 95% of what is left used",
+					float64(r.refused) <= 0.005*n && u >= 0.95 && r.failed == 0,
+					"%d 429s (%.1f%%), %.0f%% of what the other client left used (it was admitted %d), %d failed", r.refused, 100*float64(r.refused)/n, 100*u, otherAdmitted(r), r.failed)
+			}
 			return gs
 		}
 		bestPeer, peer := math.Inf(1), "none ran"
@@ -392,9 +603,9 @@ func followGoals(sc scenario, rows []row) []goal {
 				float64(high.refused) <= 0.01*n && high.wall.Seconds() <= 1.1*readme.wall.Seconds() && high.failed == 0,
 				"%d 429s (%.1f%%), %.2f× the published-limit run, %d failed", high.refused, 100*float64(high.refused)/n, high.wall.Seconds()/readme.wall.Seconds(), high.failed)
 		}
-		if only, ok := find("egress (WithRetry only)"); ok {
+		if only, ok := find("egress (adaptive)"); ok {
 			u := float64(only.admitted) / n / (only.wall.Seconds() / sc.minimum().Seconds())
-			add("13", "no limit configured, headers present: 429s ≤ 1%, utilization ≥ 90%",
+			add("13", "no limit configured, headers present (the recipe \"I do not know the limit\"): 429s ≤ 1%, utilization ≥ 90%",
 				float64(only.refused) <= 0.01*n && u >= 0.9 && only.failed == 0,
 				"%d 429s (%.1f%%), utilization %.0f%% (minimum ÷ wall), %d failed", only.refused, 100*float64(only.refused)/n, 100*u, only.failed)
 		}

@@ -32,6 +32,9 @@ func (h *harness) plot(sc scenario, rows []row) error {
 	if sc.plot == plotNone {
 		return nil
 	}
+	if err := h.plotLearned(sc, rows); err != nil {
+		return err
+	}
 	var ran []row
 	for _, r := range rows {
 		if r.skipped == "" {
@@ -176,4 +179,63 @@ func plotLateness(dir string, a accuracy) error {
 		p.Legend.Add(s.name, h)
 	}
 	return p.Save(10*vg.Inch, 5*vg.Inch, filepath.Join(dir, latenessPlot))
+}
+
+// learnedPlotFile is the file of a scenario's learned-rate plot.
+func learnedPlotFile(sc scenario) string { return "scenario" + sc.id + "-learned.png" }
+
+// learnedRows returns the rows of contenders that reported a learned rate.
+func learnedRows(rows []row) []row {
+	var out []row
+	for _, r := range rows {
+		if r.skipped == "" && len(r.learned) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// plotLearned draws, for the contenders that learn the limit, the rate
+// they held every 100 ms against the hidden limit (dashed) and the ±10%
+// band (dotted). It draws nothing when no contender learned.
+func (h *harness) plotLearned(sc scenario, rows []row) error {
+	ran := learnedRows(rows)
+	if len(ran) == 0 {
+		return nil
+	}
+	p := plot.New()
+	p.Title.Text = "Scenario " + sc.id + ": learned rate per second (dashed: the hidden limit; dotted: ±10%)"
+	p.X.Label.Text = "seconds since start"
+	p.Y.Label.Text = "rate, per second"
+	limit := float64(sc.limit.Rate)
+	end := 0.0
+	for i, r := range ran {
+		pts := make(plotter.XYs, len(r.learned))
+		for j, v := range r.learned {
+			pts[j] = plotter.XY{X: (time.Duration(j) * bin).Seconds(), Y: v}
+		}
+		end = max(end, pts[len(pts)-1].X)
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		p.Add(l)
+		p.Legend.Add(r.contender, l)
+	}
+	for _, f := range []float64{1, 0.9, 1.1} {
+		lim, err := plotter.NewLine(plotter.XYs{{X: 0, Y: f * limit}, {X: end, Y: f * limit}})
+		if err != nil {
+			return err
+		}
+		lim.Color = color.Black
+		lim.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+		if f != 1 {
+			lim.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
+		}
+		p.Add(lim)
+	}
+	p.Y.Min, p.Y.Max = 0, 2*limit
+	p.Legend.Top = true
+	return p.Save(10*vg.Inch, 3*vg.Inch, filepath.Join(h.out, learnedPlotFile(sc)))
 }

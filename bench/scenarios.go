@@ -134,6 +134,7 @@ type row struct {
 	arrivals       []time.Time // admitted
 	allArrivals    []time.Time // admitted and refused, sorted
 	contenderErr   string
+	learned        []float64 // a learning contender's rate per 100 ms, of its first worker
 }
 
 func (h *harness) runScenario(ctx context.Context, sc scenario) ([]row, error) {
@@ -230,6 +231,9 @@ func (h *harness) runOnce(ctx context.Context, sc scenario, name string) (row, e
 		}
 		if res.Err != "" && r.contenderErr == "" {
 			r.contenderErr = res.Err
+		}
+		if r.learned == nil {
+			r.learned = res.Learned
 		}
 	}
 	r.admitted, r.refused, r.duringPause = st.Admitted, st.Refused, st.DuringPause

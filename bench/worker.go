@@ -50,6 +50,9 @@ type outcome struct {
 	OK         int    `json:"ok"`
 	Failed     int    `json:"failed"`
 	Err        string `json:"err,omitempty"`
+	// Learned is the rate a learning contender held, per second, sampled
+	// every 100 ms from the start (see learner).
+	Learned []float64 `json:"learned,omitempty"`
 }
 
 // result is a worker's outcome plus what the harness measured of it.
@@ -120,6 +123,9 @@ func work(s spec) outcome {
 	o := outcome{End: time.Now().UnixNano(), OK: int(okN.Load()), Failed: int(failed.Load())}
 	if rc, ok := c.(interface{ redisRoundTrips() int64 }); ok {
 		o.RoundTrips = rc.redisRoundTrips()
+	}
+	if l, ok := c.(learner); ok {
+		o.Learned = l.learned()
 	}
 	if e, ok := firstErr.Load().(string); ok {
 		o.Err = e

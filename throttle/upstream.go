@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -165,10 +166,22 @@ type Upstream struct {
 	maxKeys int
 	maxHold int64
 
+	// heard is set once any key had a quota in requests stated or a
+	// pause: until then the record bounds nothing (see [Upstream.Heard]).
+	heard atomic.Bool
+
 	mu   sync.Mutex
 	last int64 // the latest clock reading, so that time never goes back
 	keys map[string]*statedKey
 }
+
+// Heard reports whether the upstream has said anything the record
+// books: a quota counted in requests, or a pause, for any key. Until it
+// has, the record admits everything at once and costs its caller only
+// this check: a Transport built with egress.WithUpstream books the
+// configured limiter alone, and tells the record nothing about responses
+// that state no quota. Once it has, it stays so.
+func (u *Upstream) Heard() bool { return u.heard.Load() }
 
 // statedKey is the record of one key. Upstream.mu guards it.
 type statedKey struct {
@@ -324,7 +337,9 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 			k.recordOther(s)
 			continue
 		}
-		k.record(s, now, sent, u.maxHold)
+		if k.record(s, now, sent, u.maxHold) {
+			u.heard.Store(true)
+		}
 	}
 	return nil
 }
@@ -340,11 +355,12 @@ func (k *statedKey) recordOther(s Statement) {
 }
 
 // record merges the statement s, arrived at now for a request sent at
-// sent (MinInt64 when unknown), into k. Statements that say nothing about what
-// is left change nothing.
-func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
+// sent (MinInt64 when unknown), into k, and reports whether it said
+// anything. Statements that say nothing about what is left change
+// nothing.
+func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	if s.Remaining < 0 && s.Limit < 0 {
-		return
+		return false
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
@@ -397,12 +413,13 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) {
 		}
 		q.reset, q.left, q.precision, q.sent, q.raw = reset, left, precision, sent, s.Remaining
 	default:
-		return // stale: a window that has already reset
+		return true // stale: a window that has already reset
 	}
 	if !q.sliding {
 		q.tat = max(q.tat, q.reset)
 	}
 	q.expires = now + maxHold
+	return true
 }
 
 // spacing returns the interval between units after q's reset: the
@@ -652,6 +669,7 @@ func (u *Upstream) Pause(ctx context.Context, key string, d time.Duration) error
 		}
 	}
 	k.pause(now, min(int64(d), u.maxHold))
+	u.heard.Store(true)
 	return nil
 }
 

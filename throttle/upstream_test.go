@@ -351,3 +351,35 @@ func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	learn(1, 10*time.Millisecond)
 	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
 }
+
+// The record has heard nothing until a quota in requests is stated or a
+// key is paused: answers without statements, and token quotas, leave it
+// quiet.
+func TestUpstreamHeard(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		give func(*throttle.Upstream) error
+		want bool
+	}{
+		{"an answer without statements", func(u *throttle.Upstream) error {
+			return u.Learn(ctx, "k", throttle.Outcome{N: 1})
+		}, false},
+		{"a token quota", func(u *throttle.Upstream) error {
+			return u.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{{Name: "tokens", Unit: "tokens", Limit: 10, Remaining: 0, Reset: time.Second}}})
+		}, false},
+		{"a quota in requests", func(u *throttle.Upstream) error {
+			return u.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{requests(10, 3, time.Second, 0)}})
+		}, true},
+		{"a pause", func(u *throttle.Upstream) error { return u.Pause(ctx, "k", time.Second) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := throttle.NewUpstream()
+			require.NoError(t, err)
+			assert.False(t, u.Heard())
+			require.NoError(t, tt.give(u))
+			assert.Equal(t, tt.want, u.Heard())
+		})
+	}
+}

@@ -23,8 +23,9 @@ func (memBase) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // overheadTransport is egress set up so that it never makes a call wait:
-// one in-process limiter with a huge rate, a queue with room for
-// everyone, and no retry.
+// one in-process limiter with a huge rate, the record of what the
+// upstream states (the README's recipe), a queue with room for everyone,
+// and no retry.
 func overheadTransport(b *testing.B, base http.RoundTripper) *egress.Transport {
 	tb, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6)
 	if err != nil {
@@ -34,7 +35,11 @@ func overheadTransport(b *testing.B, base http.RoundTripper) *egress.Transport {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return egress.NewTransport(base, egress.WithLimiter(tb), egress.WithQueue(q))
+	u, err := throttle.NewUpstream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return egress.NewTransport(base, egress.WithLimiter(tb), egress.WithUpstream(u), egress.WithQueue(q))
 }
 
 // BenchmarkTransportOverhead measures what egress adds to a request: its

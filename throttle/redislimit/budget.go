@@ -34,6 +34,7 @@ type budget struct {
 	most     int // the most units one call can get: the least of the limits'
 	policy   FailurePolicy
 	horizons *horizons // under Fallback only
+	leases   *leases   // under WithSlotLease only
 }
 
 // newBudget builds a budget on cfg's Client, or on a Client of its own
@@ -48,6 +49,12 @@ func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error)
 	}
 	if _, ok := cfg.policy.(fallback); ok {
 		b.horizons = newHorizons()
+	}
+	if cfg.leased() {
+		var err error
+		if b.leases, err = newLeases(b, cfg); err != nil {
+			return nil, err
+		}
 	}
 	if b.client == nil {
 		b.client, b.own = newClient(rdb, cfg), true
@@ -174,6 +181,9 @@ func micros(d time.Duration) int64 {
 // booking of an OK reservation made in Redis. With track, the booking
 // follows pauses.
 func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait time.Duration, track bool) (*throttle.Reservation, *booking, error) {
+	if b.leases != nil && after == 0 {
+		return b.leases.reserve(ctx, key, n, maxWait, track)
+	}
 	return b.reserveCosts(ctx, key, n, nil, nil, after, maxWait, track)
 }
 
@@ -342,6 +352,9 @@ func (b *budget) Inspect(ctx context.Context, key string) (throttle.KeyState, er
 // given with [WithClient] stays open for its owner to close.
 // Reservations already handed out keep their slots.
 func (b *budget) Close() error {
+	if b.leases != nil {
+		b.leases.close()
+	}
 	if b.own {
 		return b.client.Close()
 	}

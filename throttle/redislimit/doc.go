@@ -67,6 +67,15 @@
 // an outage from costing a timeout per call and lets one call probe
 // every [ProbeInterval].
 //
+// # Leases, for a hot budget
+//
+// One budget lives on one key, on one Redis thread, and each decision
+// waits a round trip. [WithSlotLease] has a bucket lease each process a
+// block of booked slots sized by its demand, handed out locally and
+// renewed in the background: a few round trips per hundred decisions,
+// still exact, and [FailShare] keeps a process to its share while Redis
+// is away (bench/leases).
+//
 // Redis without persistence forgets every budget when it restarts, daily
 // counts included: a restarted Redis grants a fresh quota.
 //

@@ -34,13 +34,15 @@ const (
 
 func (FailMode) failurePolicy() {}
 
-// String returns "FailClosed" or "FailOpen".
+// String returns "FailClosed", "FailOpen" or "FailShare".
 func (m FailMode) String() string {
 	switch m {
 	case FailClosed:
 		return "FailClosed"
 	case FailOpen:
 		return "FailOpen"
+	case FailShare:
+		return "FailShare"
 	}
 	return fmt.Sprintf("FailMode(%d)", int(m))
 }

@@ -53,6 +53,8 @@ type config struct {
 	tolerance time.Duration
 	offset    time.Duration
 	queue     queueConfig // NewQueue's; see queue.go
+
+	slotLease time.Duration // see slotlease.go
 }
 
 // newConfig applies opts. A nil Option is a programmer error and panics,
