@@ -32,9 +32,12 @@ type script struct {
 	loaded atomic.Bool // Redis has answered an EVAL or EVALSHA of it
 }
 
-func newScript() *script {
+func newScript() *script { return joinScript(scriptFiles...) }
+
+// joinScript joins embedded files, in order, into one script.
+func joinScript(names ...string) *script {
 	var b strings.Builder
-	for _, name := range scriptFiles {
+	for _, name := range names {
 		src, err := sources.ReadFile(name)
 		if err != nil {
 			panic(fmt.Sprintf("redislimit: embedded %s: %v", name, err)) // cannot happen: embedded

@@ -3,13 +3,11 @@ package redislimit
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -149,21 +147,6 @@ func (c config) leased() bool { return c.policy == FailShare || c.given("WithSlo
 // given reports whether the option named name was given.
 func (c config) given(name string) bool {
 	return slices.ContainsFunc(c.set, func(o option) bool { return o.name == name })
-}
-
-// joinScript joins embedded files into one script.
-func joinScript(names ...string) *script {
-	var b strings.Builder
-	for _, name := range names {
-		src, err := sources.ReadFile(name)
-		if err != nil {
-			panic(fmt.Sprintf("redislimit: embedded %s: %v", name, err)) // cannot happen: embedded
-		}
-		b.Write(src)
-		b.WriteByte('\n')
-	}
-	sum := sha1.Sum([]byte(b.String()))
-	return &script{src: b.String(), sha: hex.EncodeToString(sum[:])}
 }
 
 // keyLease is one key's leased slots and what sizes the next lease.
