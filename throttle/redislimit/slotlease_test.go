@@ -352,3 +352,55 @@ func TestSlotLeaseLeakyBucket(t *testing.T) {
 	assert.Equal(t, -1, conforms(admitted, 10000, 21))
 	assert.GreaterOrEqual(t, len(admitted), 180, "2 s at 100/s")
 }
+
+// TestSlotLeaseExactLate: a process stops asking while it holds units
+// whose slots then pass, and takes them all at once, most of a span
+// late, just as another process takes what the bucket has left: the
+// fleet still goes only where the configured bucket admits, because the
+// bucket keeps a span's units of its burst in reserve. Without the
+// reserve (keep = 0 in newLeases) this test fails.
+func TestSlotLeaseExactLate(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	procs := make([]*TokenBucket, 4)
+	for i := range procs {
+		procs[i] = leased(t, rdb, clk)
+	}
+	var admitted []int64
+	ctx := context.Background()
+	// take makes calls calls for n units each and returns the units
+	// admitted.
+	take := func(l *TokenBucket, calls, n int, maxWait time.Duration) int {
+		got := 0
+		for range calls {
+			r, err := l.Reserve(ctx, "api", n, maxWait)
+			require.NoError(t, err)
+			settle(l)
+			if !r.OK {
+				continue
+			}
+			for range n {
+				admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
+			}
+			got += n
+		}
+		return got
+	}
+	for cycle := range 4 { // each process plays each part
+		late, other := procs[cycle], procs[(cycle+1)%4]
+		for range 250 { // 83/s, each unit on time
+			take(late, 1, 1, 100*ms)
+			clk.advance(12 * ms)
+		}
+		// late now holds a block slotted 12 ms ago. It asks for nothing
+		// for most of a span (too short to count as demand dropping)...
+		clk.advance(85 * ms)
+		// ...while another process takes what the bucket has...
+		require.Positive(t, take(other, 8, 5, 0))
+		// ...and then late hands out its units, all ~97 ms late.
+		require.GreaterOrEqual(t, take(late, 40, 1, 0), 5)
+		clk.advance(time.Second)
+	}
+	slices.Sort(admitted)
+	assert.Equal(t, -1, conforms(admitted, 10000, 20), "a unit went out where the configured bucket would refuse it")
+}
