@@ -30,11 +30,14 @@ import (
 // who goes no earlier than its slot. A unit may go up to span after its
 // slot (plus the round trip that leased it, the lateness of a one-trip
 // reservation), so the bucket keeps span's worth of units of its burst
-// in reserve: the fleet then stays within the configured limit in every
-// window, whatever each process does. A unit still held a span after its
-// slot is dropped: quota lost, never granted twice. A process killed
-// holding a lease loses what it held, at most two blocks of about a
-// span of its demand each. WithSlotLease on a bucket whose burst cannot
+// in reserve: the fleet then stays within the configured bucket, whatever
+// each process does, that is at most burst + rate×W units in any window
+// of length W, the bound of the same bucket without leases (for at most
+// L in any second, configure rate + burst ≤ L). A unit still held a span
+// after its slot is dropped: quota lost, never granted twice. A process
+// killed holding a lease loses what it held, at most two blocks of about
+// a span of its demand each (bench/leases measured less than one), and
+// the units its callers were waiting on, as without leases. WithSlotLease on a bucket whose burst cannot
 // spare span's worth of units is an error, as are a span that is not
 // positive and WithSlotLease on any other limiter.
 //
