@@ -18,11 +18,11 @@ import (
 
 // WithSlotLease has a [TokenBucket] or [LeakyBucket] lease its units to
 // this process in blocks, so that most decisions make no round trip to
-// Redis. span is about how long one lease lasts: each covers what this
-// process asked for in about the last span (its measured rate), at most
-// the bucket's burst, and the next is booked in the background while a
-// half span's worth is still in hand, so that in the steady state no
-// caller waits for Redis. (A [Queue]'s [WithLease] is another thing: how
+// Redis. span is about how long one lease lasts: the units a process
+// holds cover what it asked for in about the last span (its measured
+// rate), at most the bucket's burst less the reserve, and a lease booked
+// in the background tops them up to that while a quarter span's worth is
+// still in hand, so that in the steady state no caller waits for Redis. (A [Queue]'s [WithLease] is another thing: how
 // long its permits last.)
 //
 // A lease is a reservation of k units, booked in Redis at the slots GCRA
@@ -35,9 +35,9 @@ import (
 // of length W, the bound of the same bucket without leases (for at most
 // L in any second, configure rate + burst ≤ L). A unit still held a span
 // after its slot is dropped: quota lost, never granted twice. A process
-// killed holding a lease loses what it held, at most two blocks of about
-// a span of its demand each (bench/leases measured less than one), and
-// the units its callers were waiting on, as without leases. WithSlotLease on a bucket whose burst cannot
+// killed holding leased units loses what it held, at most one lease (a
+// span of its demand), and the units its callers were waiting on, as
+// without leases. WithSlotLease on a bucket whose burst cannot
 // spare span's worth of units is an error, as are a span that is not
 // positive and WithSlotLease on any other limiter.
 //
@@ -419,12 +419,13 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 	return throttle.NewReservation(lb, time.Duration(delay), held-n), true
 }
 
-// low reports whether the units held last less than half a span at the
-// rate this process asks for them (or half of most), which is then worth
-// leasing ahead for. kl.mu is held.
+// low reports whether the units held last less than a quarter span at
+// the rate this process asks for them (or a quarter of most), which is
+// then worth leasing ahead for: the top-up is then at least three
+// quarters of a lease. kl.mu is held.
 func (kl *keyLease) low(span int64, most int) bool {
 	need := min(kl.rate*float64(span)/1e9, float64(most))
-	return need >= 1 && float64(kl.held()) < need/2 // else a caller leases when it comes
+	return need >= 1 && float64(kl.held()) < need/4 // else a caller leases when it comes
 }
 
 // measure updates the rate this process asks for units at: over the
@@ -484,7 +485,11 @@ func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	ch := make(chan struct{})
 	now := l.b.client.now()
 	kl.measure(now, l.span)
-	want := max(int(math.Ceil(kl.rate*float64(l.span)/1e9)), n)
+	// One lease tops the units held up to a span of the rate asked for,
+	// so that the process never holds more than one lease's worth: what
+	// it loses if killed.
+	need := min(int(math.Ceil(kl.rate*float64(l.span)/1e9)), l.b.most)
+	want := max(need-kl.held(), n)
 	// The lease reaches one span past from, the earliest its units may
 	// lie: when the next unit fits, after the share's units. So a process
 	// holds at most about a span of the fleet's units, however hot. Its

@@ -298,12 +298,15 @@ func TestSlotLeaseDemandDrops(t *testing.T) {
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	a := leased(t, rdb, clk)
-	for range 100 { // 1000/s asked for 100 ms, waiting up to 1 s: blocks of 10
+	kl := a.leases.key("api")
+	// 1000/s asked for 100 ms or more, waiting up to 1 s: leases top the
+	// units held up to 10; stop when more than 3 are held.
+	for i := 0; i < 100 || kl.held() <= 3; i++ {
+		require.Less(t, i, 200)
 		reserve(t, a, "api", 1, time.Second)
 		settle(a)
 		clk.advance(ms)
 	}
-	kl := a.leases.key("api")
 	held := kl.held()
 	require.Greater(t, held, 3)
 	before, err := a.Inspect(context.Background(), "api")
@@ -388,11 +391,15 @@ func TestSlotLeaseExactLate(t *testing.T) {
 	}
 	for cycle := range 4 { // each process plays each part
 		late, other := procs[cycle], procs[(cycle+1)%4]
-		for range 250 { // 83/s, each unit on time
+		kl := late.leases.key("api")
+		// 83/s, each unit on time, for 3 s, and on until late holds 6
+		// units or more.
+		for i := 0; i < 250 || kl.held() < 6; i++ {
+			require.Less(t, i, 300)
 			take(late, 1, 1, 100*ms)
 			clk.advance(12 * ms)
 		}
-		// late now holds a block slotted 12 ms ago. It asks for nothing
+		// late now holds units slotted in the next few ms. It asks for nothing
 		// for most of a span (too short to count as demand dropping)...
 		clk.advance(85 * ms)
 		// ...while another process takes what the bucket has...
