@@ -47,8 +47,9 @@ func conforms(times []int64, interval, burst int64) int {
 }
 
 // TestSlotLeaseExact drives four processes with skewed, shifting demand on
-// a frozen clock: whatever they lease, every unit goes at a slot the
-// bucket admits, and the fleet still uses most of the budget.
+// a frozen clock, some callers cancelling: whatever they lease, every
+// unit goes at a slot the bucket admits, and the fleet still uses most of
+// the budget.
 func TestSlotLeaseExact(t *testing.T) {
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
@@ -69,7 +70,10 @@ func TestSlotLeaseExact(t *testing.T) {
 			}
 			r, err := l.Reserve(ctx, "api", 1, 20*ms)
 			require.NoError(t, err)
-			if r.OK {
+			switch {
+			case r.OK && step%5 == 0: // the caller gives up: its unit goes back
+				require.NoError(t, r.Cancel(ctx))
+			case r.OK:
 				admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
 				perPhase[phase]++
 			}
@@ -410,4 +414,48 @@ func TestSlotLeaseExactLate(t *testing.T) {
 	}
 	slices.Sort(admitted)
 	assert.Equal(t, -1, conforms(admitted, 10000, 20), "a unit went out where the configured bucket would refuse it")
+}
+
+// TestSlotLeaseCancel: a cancelled leased unit goes back to the process's
+// lease at its own slot, and the next caller takes it without a lease
+// call; one whose slot passed a span ago does not come back.
+func TestSlotLeaseCancel(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	var calls int
+	rdb.AddHook(countHook{&calls})
+	a := leased(t, rdb, clk)
+	ctx := context.Background()
+	for range 12 { // past the burst: units slotted ahead
+		reserve(t, a, "api", 1, time.Second)
+		settle(a)
+	}
+	kl := a.leases.key("api")
+	r := reserve(t, a, "api", 1, time.Second)
+	settle(a)
+	require.True(t, r.OK)
+	require.Positive(t, r.Delay)
+	kl.mu.Lock()
+	held := kl.held()
+	kl.mu.Unlock()
+	require.NoError(t, r.Cancel(ctx))
+	kl.mu.Lock()
+	assert.Equal(t, held+1, kl.held(), "the unit is back in the lease")
+	kl.mu.Unlock()
+	before := calls
+	again := reserve(t, a, "api", 1, time.Second)
+	assert.Equal(t, r.Delay, again.Delay, "the next caller takes it, at its slot")
+	assert.Equal(t, before, calls, "with no lease call")
+
+	late := reserve(t, a, "api", 1, time.Second)
+	settle(a)
+	require.True(t, late.OK)
+	clk.advance(late.Delay + 101*ms) // a span past its slot
+	kl.mu.Lock()
+	held = kl.held()
+	kl.mu.Unlock()
+	require.NoError(t, late.Cancel(ctx))
+	kl.mu.Lock()
+	assert.Equal(t, held, kl.held(), "a unit a span past its slot does not come back")
+	kl.mu.Unlock()
 }
