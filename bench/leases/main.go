@@ -1,13 +1,16 @@
 // Command leases runs the bench scenario "hot shared budget" of issue 15:
 // OS processes share one token bucket in Redis (2000/s, burst 400) on one
-// key, in three modes run in the same process tree, interleaved:
+// key, in three modes run in the same process tree, interleaved (and a
+// fourth in overload):
 //
 //   - lease: redislimit.NewTokenBucket with WithSlotLease(100 ms) and
 //     FailShare;
 //   - onetrip: the same bucket without leases, one script run per
 //     decision;
 //   - redis_rate: go-redis/redis_rate's Allow with the same limit, a
-//     refused caller sleeping its RetryAfter and asking again.
+//     refused caller sleeping its RetryAfter and asking again;
+//   - lease-strict (overload only): lease on a bucket of 1800/s, burst
+//     200, WithSlotLease(50 ms), whose bound for any 1 s window is 2000.
 //
 // Every admitted request's time (after Wait) is reported to the parent,
 // which counts the most admitted in any 1 s window and what an upstream
@@ -30,7 +33,10 @@
 //
 //   - outage: overload, Redis SIGSTOPped for -stop from a third of -d;
 //
-//   - kill: overload, one process SIGKILLed at half of -d.
+//   - kill: overload, one process SIGKILLed at half of -d, lease and
+//     onetrip: each worker streams what it leased, handed out and
+//     admitted to the parent as it goes (tally.go), so that the killed
+//     one's loss is measured up to the instant it died.
 //
 //     cd bench && go run ./leases -d 10s -swap 30s
 package main
@@ -65,6 +71,12 @@ const (
 	burst     = 400
 	span      = 100 * time.Millisecond
 	workerEnv = "LEASES_WORKER"
+
+	// lease-strict configures the bucket so that its own bound for any
+	// 1 s window, burst + rate × 1 s, is the limit itself: 200 + 1800.
+	strictRate  = 1800
+	strictBurst = 200
+	strictSpan  = 50 * time.Millisecond // keeps 90 of the 200 in reserve
 )
 
 // result is what a worker reports on stdout.
@@ -110,6 +122,9 @@ type job struct {
 type bench struct {
 	addr  string
 	redis *exec.Cmd
+	// tallies holds, after runAll, what each of its workers streamed
+	// while it ran, which outlives a worker killed with SIGKILL.
+	tallies []*tally
 }
 
 func run(d, swap, stop time.Duration, passes int, only string) error {
@@ -143,7 +158,7 @@ func run(d, swap, stop time.Duration, passes int, only string) error {
 		fmt.Println("| pass | mode | admitted/s | round trips per admitted | scripts per admitted | most in 1 s | 429s | errors |")
 		fmt.Println("|---|---|---|---|---|---|---|---|")
 		for p := range passes {
-			for _, m := range modes {
+			for _, m := range append(modes, "lease-strict") {
 				rs, start, err := b.runAll(d, 4, job{mode: m, goroutines: 64, maxWait: 200 * time.Millisecond}, nil)
 				if err != nil {
 					return err
@@ -179,7 +194,7 @@ func run(d, swap, stop time.Duration, passes int, only string) error {
 		}
 	}
 	if want("kill") {
-		if err := b.kill(d); err != nil {
+		if err := b.kill(d, passes); err != nil {
 			return err
 		}
 	}
@@ -243,6 +258,9 @@ func (b *bench) runAll(d time.Duration, n int, j job, during func(start time.Tim
 	start := time.Now().Add(1500 * time.Millisecond)
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*strings.Builder, n)
+	b.tallies = make([]*tally, n)
+	var reading sync.WaitGroup
+	defer reading.Wait()
 	for i := range n {
 		jj := j
 		if i < len(jobs) {
@@ -256,10 +274,24 @@ func (b *bench) runAll(d time.Duration, n int, j job, during func(start time.Tim
 		cmd.Stderr = os.Stderr
 		outs[i] = &strings.Builder{}
 		cmd.Stdout = outs[i]
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, start, err
+		}
+		cmd.ExtraFiles = []*os.File{pw} // the worker's fd 3: its tally stream
 		if err := cmd.Start(); err != nil {
 			return nil, start, err
 		}
+		_ = pw.Close()
 		cmds[i] = cmd
+		t := &tally{}
+		b.tallies[i] = t
+		reading.Add(1)
+		go func() {
+			defer reading.Done()
+			defer pr.Close()
+			t.read(pr)
+		}()
 	}
 	if during != nil {
 		during(start, cmds)
@@ -420,23 +452,47 @@ func (b *bench) outage(d, stop time.Duration) error {
 	return nil
 }
 
-func (b *bench) kill(d time.Duration) error {
-	j := job{mode: "lease", goroutines: 64, maxWait: 200 * time.Millisecond}
-	rs, start, err := b.runAll(d, 4, j, func(start time.Time, procs []*exec.Cmd) {
-		time.Sleep(time.Until(start.Add(d / 2)))
-		_ = procs[3].Process.Kill()
-	})
-	if err != nil {
-		return err
+// kill SIGKILLs process 4 of an overload run at half of d, for the lease
+// mode and, to compare, onetrip, and reports what the killed process
+// leased and used, measured from its stream up to the instant it died.
+func (b *bench) kill(d time.Duration, passes int) error {
+	fmt.Printf("\n## kill: 4 × 64 goroutines as fast as admitted (maxWait 200 ms), process 4 SIGKILLed at %v, %d passes\n\n", d/2, passes)
+	fmt.Println("| pass | mode | survivors /s, each second from the kill | survivors: most in 1 s, 429s, errors | killed: leases (mean, largest) | leased | handed to callers | admitted | left in the lease | in callers' hands | never used, in mean leases |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for p := range passes {
+		for _, m := range []string{"lease", "onetrip"} {
+			j := job{mode: m, goroutines: 64, maxWait: 200 * time.Millisecond}
+			rs, start, err := b.runAll(d, 4, j, func(start time.Time, procs []*exec.Cmd) {
+				time.Sleep(time.Until(start.Add(d / 2)))
+				_ = procs[3].Process.Kill()
+			})
+			if err != nil {
+				return err
+			}
+			all, _, _, errs := merge(rs)
+			var after []string
+			for i, n := range perSecond(all, start, d) {
+				if time.Duration(i)*time.Second >= d/2-time.Second/2 {
+					after = append(after, strconv.Itoa(n))
+				}
+			}
+			t := b.tallies[3]
+			mean := float64(t.leased) / float64(max(t.leases, 1))
+			lost := t.leased - t.admitted
+			inLease := t.leased - t.reserved
+			if m != "lease" { // every unit is booked for a caller
+				lost, inLease = t.reserved-t.admitted, 0
+			}
+			inLeases := "—"
+			if m == "lease" {
+				inLeases = fmt.Sprintf("%.2f", float64(lost)/max(mean, 1))
+			}
+			fmt.Printf("| %d | %s | %s | %d, %d, %d | %d (%.0f, %d) | %d | %d | %d | %d | %d | %d (%s) |\n", p+1, m,
+				strings.Join(after, ", "), mostInWindow(all, time.Second), upstream429s(all), errs,
+				t.leases, mean, t.maxLease, t.leased, t.reserved, t.admitted, inLease, t.reserved-t.admitted,
+				lost, inLeases)
+		}
 	}
-	all, _, _, errs := merge(rs)
-	fmt.Printf("\n## kill: 4 × 64 goroutines as fast as admitted, lease; process 4 SIGKILLed at %v (its admissions are not reported)\n\n", d/2)
-	fmt.Println("| second | admitted by the 3 survivors |")
-	fmt.Println("|---|---|")
-	for i, n := range perSecond(all, start, d) {
-		fmt.Printf("| %d | %d |\n", i, n)
-	}
-	fmt.Printf("\nsurvivors: most in 1 s %d, 429s %d, errors %d\n", mostInWindow(all, time.Second), upstream429s(all), errs)
 	return nil
 }
 
@@ -458,11 +514,12 @@ func worker() error {
 	maxWait, _ := time.ParseDuration(env("MAXWAIT"))
 	hotFrom, _ := time.ParseDuration(env("HOTFROM"))
 	hotTo, _ := time.ParseDuration(env("HOTTO"))
-	var rt roundTrips
+	s := newStreamer()
+	rt := roundTrips{s: s}
 	rdb := redis.NewClient(&redis.Options{Addr: env("ADDR"), ContextTimeoutEnabled: true, PoolSize: 2 * gs, MaxRetries: -1})
 	rdb.AddHook(&rt)
 	defer rdb.Close()
-	take, closeFn, err := limiter(os.Getenv(workerEnv), rdb)
+	take, closeFn, err := limiter(os.Getenv(workerEnv), rdb, s.reserved)
 	if err != nil {
 		return err
 	}
@@ -509,6 +566,7 @@ func worker() error {
 					mu.Lock()
 					r.Admitted = append(r.Admitted, t)
 					mu.Unlock()
+					s.admitted()
 				default:
 					refused.Add(1)
 				}
@@ -526,16 +584,22 @@ func worker() error {
 
 // limiter returns the mode's way to take one unit: waiting up to maxWait
 // for it (after which it reports whether it went), or with maxWait < 0,
-// deciding at once.
-func limiter(mode string, rdb *redis.Client) (func(maxWait time.Duration) (bool, error), func(), error) {
+// deciding at once. reserved runs when a unit is handed to the caller,
+// before it waits for its slot.
+func limiter(mode string, rdb *redis.Client, reserved func()) (func(maxWait time.Duration) (bool, error), func(), error) {
 	ctx := context.Background()
 	switch mode {
-	case "lease", "onetrip":
+	case "lease", "onetrip", "lease-strict":
 		opts := []redislimit.Option{}
-		if mode == "lease" {
+		r, b := rate, burst
+		switch mode {
+		case "lease":
 			opts = append(opts, redislimit.WithSlotLease(span), redislimit.WithFailurePolicy(redislimit.FailShare))
+		case "lease-strict":
+			r, b = strictRate, strictBurst
+			opts = append(opts, redislimit.WithSlotLease(strictSpan), redislimit.WithFailurePolicy(redislimit.FailShare))
 		}
-		tb, err := redislimit.NewTokenBucket(rdb, throttle.PerSecond(rate), burst, opts...)
+		tb, err := redislimit.NewTokenBucket(rdb, throttle.PerSecond(r), b, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -547,6 +611,7 @@ func limiter(mode string, rdb *redis.Client) (func(maxWait time.Duration) (bool,
 			if err != nil || !r.OK {
 				return false, err
 			}
+			reserved()
 			return true, r.Wait(ctx)
 		}, func() { _ = tb.Close() }, nil
 	case "redis_rate":
@@ -573,8 +638,12 @@ func limiter(mode string, rdb *redis.Client) (func(maxWait time.Duration) (bool,
 }
 
 // roundTrips counts network exchanges with Redis (a pipeline is one) and
-// the commands in them, leaving out connection handshakes.
-type roundTrips struct{ trips, cmds atomic.Int64 }
+// the commands in them, leaving out connection handshakes, and streams
+// the lease mode's replies to the parent.
+type roundTrips struct {
+	trips, cmds atomic.Int64
+	s           *streamer
+}
 
 func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -582,7 +651,9 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		r.trips.Add(1)
 		r.cmds.Add(1)
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		r.s.reply(cmd)
+		return err
 	}
 }
 
@@ -592,7 +663,11 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			r.trips.Add(1)
 			r.cmds.Add(int64(len(cmds)))
 		}
-		return next(ctx, cmds)
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			r.s.reply(c)
+		}
+		return err
 	}
 }
 

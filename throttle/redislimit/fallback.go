@@ -14,7 +14,8 @@ import (
 // FailurePolicy says what a limiter does when Redis cannot decide: it is
 // unreachable, does not answer within [WithTimeout], or says it cannot
 // serve now (READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, TRYAGAIN...).
-// It is one of [FailClosed], [FailOpen] or [Fallback].
+// It is one of [FailClosed], [FailOpen], [Fallback] or, with
+// [WithSlotLease], [FailShare].
 type FailurePolicy interface {
 	failurePolicy()
 }

@@ -142,7 +142,9 @@ func WithClient(c *Client) Option {
 
 // WithFailurePolicy sets what Reserve does when Redis is unreachable, too
 // slow or not ready: [FailClosed] (the default), [FailOpen] or
-// [Fallback]. A nil policy panics.
+// [Fallback], or, for a limiter given [WithSlotLease], [FailShare]: the
+// process's share of the limit, once the units it holds are spent. A nil
+// policy panics.
 func WithFailurePolicy(p FailurePolicy) Option {
 	if p == nil {
 		panic("redislimit: WithFailurePolicy given a nil FailurePolicy")

@@ -16,11 +16,11 @@ import (
 
 // WithSlotLease has a [TokenBucket] or [LeakyBucket] lease its units to
 // this process in blocks, so that most decisions make no round trip to
-// Redis. span is about how long one lease lasts: each covers what this
-// process asked for in about the last span (its measured rate), at most
-// the bucket's burst, and the next is booked in the background while a
-// half span's worth is still in hand, so that in the steady state no
-// caller waits for Redis. (A [Queue]'s [WithLease] is another thing: how
+// Redis. span is about how long one lease lasts: the units a process
+// holds cover what it asked for in about the last span (its measured
+// rate), at most the bucket's burst less the reserve, and a lease booked
+// in the background tops them up to that while a quarter span's worth is
+// still in hand, so that in the steady state no caller waits for Redis. (A [Queue]'s [WithLease] is another thing: how
 // long its permits last.)
 //
 // A lease is a reservation of k units, booked in Redis at the slots GCRA
@@ -28,11 +28,14 @@ import (
 // who goes no earlier than its slot. A unit may go up to span after its
 // slot (plus the round trip that leased it, the lateness of a one-trip
 // reservation), so the bucket keeps span's worth of units of its burst
-// in reserve: the fleet then stays within the configured limit in every
-// window, whatever each process does. A unit still held a span after its
-// slot is dropped: quota lost, never granted twice. A process killed
-// holding a lease loses what it held, at most two blocks of about a
-// span of its demand each. WithSlotLease on a bucket whose burst cannot
+// in reserve: the fleet then stays within the configured bucket, whatever
+// each process does, that is at most burst + rate×W units in any window
+// of length W, the bound of the same bucket without leases (for at most
+// L in any second, configure rate + burst ≤ L). A unit still held a span
+// after its slot is dropped: quota lost, never granted twice. A process
+// killed holding leased units loses what it held, at most one lease (a
+// span of its demand), and the units its callers were waiting on, as
+// without leases. WithSlotLease on a bucket whose burst cannot
 // spare span's worth of units is an error, as are a span that is not
 // positive and WithSlotLease on any other limiter.
 //
@@ -45,8 +48,10 @@ import (
 //   - A pause moves the units in Redis. A process that learns of it (by
 //     pub/sub or from a reply) drops the units it holds, and its next
 //     lease comes back empty, with the pause's end as Delay.
-//   - [throttle.Reservation.Cancel] of a leased unit gives nothing back:
-//     other units of its block follow it. Close gives back the unused
+//   - [throttle.Reservation.Cancel] of leased units puts them back in
+//     the process's lease, at their own slots, for its next callers
+//     (within a span of the slots, as any leased unit); Redis takes
+//     nothing back, since other units of their block follow them. Close gives back the unused
 //     tail of each key's newest blocks, while no other booking followed
 //     them (the rule [throttle.Reservation.Cancel] follows).
 //   - When a span passes with no call, the process gives back, under the
@@ -187,6 +192,33 @@ type block struct {
 func (bl *block) slot(i int) int64 {
 	us := max(bl.first, bl.tat+(int64(i)+1-bl.burst)*bl.interval)
 	return us*1000 + bl.off
+}
+
+// unit returns unit i of bl as a block of its own: what Cancel puts back.
+// Its seq is -1, so that it is never given back to Redis (it is not the
+// bucket's latest booking).
+func (bl *block) unit(i int) *block {
+	u := *bl
+	us := max(bl.first, bl.tat+(int64(i)+1-bl.burst)*bl.interval)
+	u.next, u.k, u.first, u.tat, u.burst = 0, 1, us, us, 1
+	u.seq, u.before = -1, -1
+	return &u
+}
+
+// put puts back the units of a cancelled reservation that may still go,
+// among the blocks in the order of their slots. kl.mu is held.
+func (kl *keyLease) put(units []*block, now int64) {
+	for _, u := range units {
+		at := u.slot(0)
+		if at+u.grace < now {
+			continue // it would be dropped at once
+		}
+		i := 0
+		for i < len(kl.blocks) && kl.blocks[i].slot(kl.blocks[i].next) <= at {
+			i++
+		}
+		kl.blocks = slices.Insert(kl.blocks, i, u)
+	}
 }
 
 // tatAfter returns the bucket's tat had the block booked only j units.
@@ -384,9 +416,13 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 	if maxWait >= 0 && time.Duration(delay) > maxWait {
 		return throttle.Refused(time.Duration(delay)-maxWait, held), true
 	}
+	units := make([]*block, 0, n)
 	for i := n; i > 0; {
 		bl := kl.blocks[0]
 		m := min(i, bl.k-bl.next)
+		for j := range m {
+			units = append(units, bl.unit(bl.next+j))
+		}
 		bl.next += m
 		i -= m
 		if bl.next == bl.k {
@@ -394,17 +430,18 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 		}
 	}
 	kl.lastDue = max(kl.lastDue, due)
-	lb := &leaseBooking{c: c, ps: last.ps, base: due - last.shifted*1000}
+	lb := &leaseBooking{c: c, ps: last.ps, base: due - last.shifted*1000, kl: kl, units: units}
 	last.ps.hold(lb.base)
 	return throttle.NewReservation(lb, time.Duration(delay), held-n), true
 }
 
-// low reports whether the units held last less than half a span at the
-// rate this process asks for them (or half of most), which is then worth
-// leasing ahead for. kl.mu is held.
+// low reports whether the units held last less than a quarter span at
+// the rate this process asks for them (or a quarter of most), which is
+// then worth leasing ahead for: the top-up is then at least three
+// quarters of a lease. kl.mu is held.
 func (kl *keyLease) low(span int64, most int) bool {
 	need := min(kl.rate*float64(span)/1e9, float64(most))
-	return need >= 1 && float64(kl.held()) < need/2 // else a caller leases when it comes
+	return need >= 1 && float64(kl.held()) < need/4 // else a caller leases when it comes
 }
 
 // measure updates the rate this process asks for units at: over the
@@ -436,6 +473,9 @@ func (l *leases) trimLocked(kl *keyLease, ks []string, n int) {
 		return
 	}
 	bl := kl.blocks[len(kl.blocks)-1]
+	if bl.seq < 0 {
+		return // a unit put back by Cancel
+	}
 	keep := max(bl.k-excess, bl.next)
 	if keep == bl.k {
 		return
@@ -464,7 +504,11 @@ func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	ch := make(chan struct{})
 	now := l.b.client.now()
 	kl.measure(now, l.span)
-	want := max(int(math.Ceil(kl.rate*float64(l.span)/1e9)), n)
+	// One lease tops the units held up to a span of the rate asked for,
+	// so that the process never holds more than one lease's worth: what
+	// it loses if killed.
+	need := min(int(math.Ceil(kl.rate*float64(l.span)/1e9)), l.b.most)
+	want := max(need-kl.held(), n)
 	// The lease reaches one span past from, the earliest its units may
 	// lie: when the next unit fits, after the share's units. So a process
 	// holds at most about a span of the fleet's units, however hot. Its
@@ -624,6 +668,9 @@ func (l *leases) close() {
 // giveBack gives back the units of bl not yet handed out, if bl is still
 // the bucket's latest booking, and reports whether it was.
 func (l *leases) giveBack(ks []string, bl *block, c *Client) bool {
+	if bl.seq < 0 {
+		return false // a unit put back by Cancel
+	}
 	lim := l.b.limits[0]
 	keys := append(ks[:2:2], ks[1]+":live")
 	latest := bl.before // the block goes, and the one before may go next
@@ -643,9 +690,11 @@ func (l *leases) giveBack(ks []string, bl *block, c *Client) bool {
 // leaseBooking is the [throttle.Booking] of leased units, or of units
 // from the share.
 type leaseBooking struct {
-	c    *Client
-	ps   *pauseState // nil from the share
-	base int64       // local due time in ns, less the shift when leased
+	c     *Client
+	ps    *pauseState // nil from the share
+	base  int64       // local due time in ns, less the shift when leased
+	kl    *keyLease   // nil from the share
+	units []*block    // the units, one block each, for Cancel
 }
 
 // Until implements [throttle.Booking]: local, no I/O. The slot follows
@@ -658,9 +707,20 @@ func (b *leaseBooking) Until() time.Duration {
 	return time.Duration(at - b.c.now())
 }
 
-// Cancel implements [throttle.Booking]: it gives nothing back, since
-// other slots of its block may follow it.
-func (b *leaseBooking) Cancel(context.Context) error { return nil }
+// Cancel implements [throttle.Booking], locally: the units go back to
+// the process's lease, at their own slots, for its next callers, unless
+// a span has passed since. Redis takes nothing back, since other units
+// of their block may follow them; a unit from the share gives nothing
+// back.
+func (b *leaseBooking) Cancel(context.Context) error {
+	if b.kl == nil {
+		return nil
+	}
+	b.kl.mu.Lock()
+	defer b.kl.mu.Unlock()
+	b.kl.put(b.units, b.c.now())
+	return nil
+}
 
 // current returns the state tracked for key, or nil.
 func (p *pauses) current(key string) *pauseState {

@@ -47,8 +47,9 @@ func conforms(times []int64, interval, burst int64) int {
 }
 
 // TestSlotLeaseExact drives four processes with skewed, shifting demand on
-// a frozen clock: whatever they lease, every unit goes at a slot the
-// bucket admits, and the fleet still uses most of the budget.
+// a frozen clock, some callers cancelling: whatever they lease, every
+// unit goes at a slot the bucket admits, and the fleet still uses most of
+// the budget.
 func TestSlotLeaseExact(t *testing.T) {
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
@@ -69,7 +70,10 @@ func TestSlotLeaseExact(t *testing.T) {
 			}
 			r, err := l.Reserve(ctx, "api", 1, 20*ms)
 			require.NoError(t, err)
-			if r.OK {
+			switch {
+			case r.OK && step%5 == 0: // the caller gives up: its unit goes back
+				require.NoError(t, r.Cancel(ctx))
+			case r.OK:
 				admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
 				perPhase[phase]++
 			}
@@ -298,12 +302,15 @@ func TestSlotLeaseDemandDrops(t *testing.T) {
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	a := leased(t, rdb, clk)
-	for range 100 { // 1000/s asked for 100 ms, waiting up to 1 s: blocks of 10
+	kl := a.leases.key("api")
+	// 1000/s asked for 100 ms or more, waiting up to 1 s: leases top the
+	// units held up to 10; stop when more than 3 are held.
+	for i := 0; i < 100 || kl.held() <= 3; i++ {
+		require.Less(t, i, 200)
 		reserve(t, a, "api", 1, time.Second)
 		settle(a)
 		clk.advance(ms)
 	}
-	kl := a.leases.key("api")
 	held := kl.held()
 	require.Greater(t, held, 3)
 	before, err := a.Inspect(context.Background(), "api")
@@ -351,4 +358,104 @@ func TestSlotLeaseLeakyBucket(t *testing.T) {
 	// capacity 20: GCRA burst 21.
 	assert.Equal(t, -1, conforms(admitted, 10000, 21))
 	assert.GreaterOrEqual(t, len(admitted), 180, "2 s at 100/s")
+}
+
+// TestSlotLeaseExactLate: a process stops asking while it holds units
+// whose slots then pass, and takes them all at once, most of a span
+// late, just as another process takes what the bucket has left: the
+// fleet still goes only where the configured bucket admits, because the
+// bucket keeps a span's units of its burst in reserve. Without the
+// reserve (keep = 0 in newLeases) this test fails.
+func TestSlotLeaseExactLate(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	procs := make([]*TokenBucket, 4)
+	for i := range procs {
+		procs[i] = leased(t, rdb, clk)
+	}
+	var admitted []int64
+	ctx := context.Background()
+	// take makes calls calls for n units each and returns the units
+	// admitted.
+	take := func(l *TokenBucket, calls, n int, maxWait time.Duration) int {
+		got := 0
+		for range calls {
+			r, err := l.Reserve(ctx, "api", n, maxWait)
+			require.NoError(t, err)
+			settle(l)
+			if !r.OK {
+				continue
+			}
+			for range n {
+				admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
+			}
+			got += n
+		}
+		return got
+	}
+	for cycle := range 4 { // each process plays each part
+		late, other := procs[cycle], procs[(cycle+1)%4]
+		kl := late.leases.key("api")
+		// 83/s, each unit on time, for 3 s, and on until late holds 6
+		// units or more.
+		for i := 0; i < 250 || kl.held() < 6; i++ {
+			require.Less(t, i, 300)
+			take(late, 1, 1, 100*ms)
+			clk.advance(12 * ms)
+		}
+		// late now holds units slotted in the next few ms. It asks for nothing
+		// for most of a span (too short to count as demand dropping)...
+		clk.advance(85 * ms)
+		// ...while another process takes what the bucket has...
+		require.Positive(t, take(other, 8, 5, 0))
+		// ...and then late hands out its units, all ~97 ms late.
+		require.GreaterOrEqual(t, take(late, 40, 1, 0), 5)
+		clk.advance(time.Second)
+	}
+	slices.Sort(admitted)
+	assert.Equal(t, -1, conforms(admitted, 10000, 20), "a unit went out where the configured bucket would refuse it")
+}
+
+// TestSlotLeaseCancel: a cancelled leased unit goes back to the process's
+// lease at its own slot, and the next caller takes it without a lease
+// call; one whose slot passed a span ago does not come back.
+func TestSlotLeaseCancel(t *testing.T) {
+	rdb := startRedis(t).client(t)
+	clk := newClock(0)
+	var calls int
+	rdb.AddHook(countHook{&calls})
+	a := leased(t, rdb, clk)
+	ctx := context.Background()
+	for range 12 { // past the burst: units slotted ahead
+		reserve(t, a, "api", 1, time.Second)
+		settle(a)
+	}
+	kl := a.leases.key("api")
+	r := reserve(t, a, "api", 1, time.Second)
+	settle(a)
+	require.True(t, r.OK)
+	require.Positive(t, r.Delay)
+	kl.mu.Lock()
+	held := kl.held()
+	kl.mu.Unlock()
+	require.NoError(t, r.Cancel(ctx))
+	kl.mu.Lock()
+	assert.Equal(t, held+1, kl.held(), "the unit is back in the lease")
+	kl.mu.Unlock()
+	before := calls
+	again := reserve(t, a, "api", 1, time.Second)
+	assert.Equal(t, r.Delay, again.Delay, "the next caller takes it, at its slot")
+	assert.Equal(t, before, calls, "with no lease call")
+
+	late := reserve(t, a, "api", 1, time.Second)
+	settle(a)
+	require.True(t, late.OK)
+	clk.advance(late.Delay + 101*ms) // a span past its slot
+	kl.mu.Lock()
+	held = kl.held()
+	kl.mu.Unlock()
+	require.NoError(t, late.Cancel(ctx))
+	kl.mu.Lock()
+	assert.Equal(t, held, kl.held(), "a unit a span past its slot does not come back")
+	kl.mu.Unlock()
 }
