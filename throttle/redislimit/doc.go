@@ -63,7 +63,8 @@
 //
 // When Redis is unreachable, slow or cannot serve (a replica after a
 // failover, say), the [FailurePolicy] decides: [FailClosed] by default,
-// [FailOpen], or [Fallback] to a local limiter. The circuit breaker keeps
+// [FailOpen], [Fallback] to a local limiter, or, for a leasing bucket,
+// [FailShare]. The circuit breaker keeps
 // an outage from costing a timeout per call and lets one call probe
 // every [ProbeInterval].
 //
