@@ -19,6 +19,7 @@ func (b *budget) part() *budget { return b }
 // booked together in one script.
 type Composite struct {
 	*budget
+	partLimits [][]int // the limits of each of All's parts, for ReserveParts
 }
 
 // All returns a limiter that grants units only when every part grants
@@ -45,6 +46,7 @@ func All(parts ...Part) (*Composite, error) {
 	}
 	first := parts[0].part()
 	var limits []limit
+	args := make([][]int, len(parts))
 	for i, p := range parts {
 		b := p.part()
 		if !sameClient(b.client.rdb, first.client.rdb) {
@@ -54,16 +56,19 @@ func All(parts ...Part) (*Composite, error) {
 			return nil, fmt.Errorf("redislimit: All's part %d has prefix %q, part 0 %q", i, b.client.prefix, first.client.prefix)
 		}
 		for _, l := range b.limits {
-			if !hasSuffix(limits, l.suffix) {
+			j := indexOf(limits, l.suffix)
+			if j < 0 {
+				j = len(limits)
 				limits = append(limits, l)
 			}
+			args[i] = append(args[i], j)
 		}
 	}
 	c := &budget{client: first.client, limits: limits, most: limits[0].most, policy: first.policy, horizons: first.horizons}
 	for _, l := range limits[1:] {
 		c.most = min(c.most, l.most)
 	}
-	return &Composite{budget: c}, nil
+	return &Composite{budget: c, partLimits: args}, nil
 }
 
 // sameClient compares two clients without panicking on a client type
@@ -73,13 +78,14 @@ func sameClient(a, b redis.Scripter) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-func hasSuffix(limits []limit, suffix string) bool {
-	for _, l := range limits {
+// indexOf returns the index of the limit named suffix, or -1.
+func indexOf(limits []limit, suffix string) int {
+	for i, l := range limits {
 		if l.suffix == suffix {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // Close does nothing: a Composite owns no [Client]. It runs on its first

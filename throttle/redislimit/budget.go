@@ -184,6 +184,13 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 	if b.leases != nil && after == 0 {
 		return b.leases.reserve(ctx, key, n, maxWait, track)
 	}
+	return b.reserveCosts(ctx, key, n, nil, nil, after, maxWait, track)
+}
+
+// reserveCosts is reserve, booking costs[i] units on limit i when costs
+// is not nil (n is then 1, for the checks). partCosts are the costs
+// ReserveParts was given, for a Fallback.
+func (b *budget) reserveCosts(ctx context.Context, key string, n int, costs, partCosts []int, after, maxWait time.Duration, track bool) (*throttle.Reservation, *booking, error) {
 	ks, err := b.check(ctx, key, n)
 	if err != nil {
 		return nil, nil, err
@@ -197,7 +204,20 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 	if b.horizons != nil {
 		notBefore = max(after, b.horizons.local(key, sent)) // recovering from Fallback
 	}
-	v, err := b.client.run(ctx, ks, append(b.args("reserve", 4), n, wait, micros(notBefore), b.client.channel))
+	var args []any
+	if costs == nil {
+		args = append(b.args("reserve", 4), n, wait, micros(notBefore))
+	} else {
+		args = append(b.args("parts", 3+len(costs)), wait, micros(notBefore))
+		for _, c := range costs {
+			args = append(args, c)
+		}
+	}
+	v, err := b.call(ctx, key, ks, append(args, b.client.channel))
+	if err != nil && costs != nil {
+		r, err := b.failParts(ctx, key, partCosts, maxWait, err)
+		return r, nil, err
+	}
 	if err != nil {
 		r, err := b.fail(ctx, key, n, after, maxWait, err)
 		return r, nil, err
@@ -219,12 +239,18 @@ func (b *budget) reserve(ctx context.Context, key string, n int, after, maxWait 
 	if len(a) != 6+len(b.limits) {
 		return nil, nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(b.limits))
 	}
-	bk := &booking{budget: b, key: key, n: n, epoch: epoch, shifted: shifted, slot: slot, tokens: make([]string, len(b.limits))}
+	bk := &booking{budget: b, key: key, epoch: epoch, shifted: shifted, slot: slot, tokens: make([]string, len(b.limits)), costs: costs}
+	if costs == nil {
+		bk.costs = make([]int, len(b.limits))
+		for i := range bk.costs {
+			bk.costs[i] = n
+		}
+	}
 	for i, l := range b.limits {
 		if bk.tokens[i], err = text(a[6+i], "token"); err != nil {
 			return nil, nil, err
 		}
-		if l.algo == "fw" { // a pause may push it further than the shift
+		if l.algo == "fw" && bk.tokens[i] != unbooked { // a pause may push it further than the shift
 			seq, _, _ := strings.Cut(bk.tokens[i], ":")
 			n, err := strconv.ParseInt(seq, 10, 64)
 			if err != nil {
@@ -262,7 +288,7 @@ func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	v, err := b.client.run(ctx, ks, append(b.args("pause", 2), micros(d), b.client.channel))
+	v, err := b.call(ctx, key, ks, append(b.args("pause", 2), micros(d), b.client.channel))
 	if err != nil {
 		return b.failPause(ctx, key, d, err)
 	}
@@ -295,7 +321,7 @@ func (b *budget) Inspect(ctx context.Context, key string) (throttle.KeyState, er
 	if err != nil {
 		return throttle.KeyState{}, err
 	}
-	v, err := b.client.run(ctx, ks, append(b.args("inspect", 1), b.client.channel))
+	v, err := b.call(ctx, key, ks, append(b.args("inspect", 1), b.client.channel))
 	if err != nil {
 		if fb, ok := b.policy.(fallback); ok && errors.Is(err, ErrUnavailable) {
 			if in, ok := fb.local.(throttle.Inspector); ok {
@@ -339,14 +365,15 @@ func (b *budget) Close() error {
 type booking struct {
 	budget  *budget
 	key     string
-	n       int
+	costs   []int // units booked on each limit
 	epoch   int64 // the key's pause epoch and shifted when booked
 	shifted int64
 	slot    int64 // server microseconds
 	tokens  []string
 	seqs    []partSeq // on its fixed-window parts
 	pause   *pauseState
-	base    int64 // local due time in ns, less the shift when booked
+	base    int64   // local due time in ns, less the shift when booked
+	parts   [][]int // for a booking of ReserveParts: the limits of each of All's parts
 }
 
 // Until implements [throttle.Booking]: local, no I/O. The slot is
@@ -373,12 +400,12 @@ func (b *booking) Cancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := append(b.budget.args("cancel", 5+len(b.tokens)), b.n, b.epoch, b.shifted, b.slot)
-	for _, t := range b.tokens {
-		args = append(args, t)
+	args := append(b.budget.args("cancel", 4+2*len(b.tokens)), b.epoch, b.shifted, b.slot)
+	for i, t := range b.tokens {
+		args = append(args, t, b.costs[i])
 	}
 	args = append(args, b.budget.client.channel)
-	v, err := b.budget.client.run(ctx, ks, args)
+	v, err := b.budget.call(ctx, b.key, ks, args)
 	if err != nil {
 		return err
 	}

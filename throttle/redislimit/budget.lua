@@ -3,10 +3,12 @@
 -- KEYS[1] is the key's pause state, KEYS[2..] its parts' state, one per
 -- limit on the key, all under one hash tag.
 --
--- ARGV: op ('reserve', 'cancel', 'pause' or 'inspect'), the frozen time
--- (see now.lua), the number of parts, then for each part its algorithm
--- and that algorithm's params, then the op's own arguments, then the
--- pause channel.
+-- ARGV: op ('reserve', 'parts', 'cancel', 'settle', 'pause' or
+-- 'inspect'), the frozen time (see now.lua), the number of parts, then
+-- for each part its algorithm and that algorithm's params, then the op's
+-- own arguments, then any settles riding along (settle.lua), then the
+-- pause channel. With settles, KEYS has one more key after the parts':
+-- the key's record of settles applied.
 local op = ARGV[1]
 local parts = {}
 local argc = 4
@@ -32,19 +34,36 @@ for _, p in ipairs(parts) do
   pause.sync(P, p, channel)
 end
 
--- earliest returns the earliest slot >= at where every part admits n
--- units. Every part is monotone (a slot that fits keeps fitting later),
--- so raising the common slot to each part's earliest converges.
-local function earliest(at, n)
+-- ownArgs is how many arguments each op takes before the settles.
+local ownArgs = {reserve = 3, parts = 2 + #parts, cancel = 3 + 2 * #parts, settle = 0, pause = 1, inspect = 0}
+if not ownArgs[op] then return redis.error_reply('ERR redislimit: unknown op ' .. tostring(op)) end
+if argc + ownArgs[op] < #ARGV then
+  settle.all(P, parts, argc + ownArgs[op], #ARGV - 1, KEYS[#parts + 2])
+end
+
+-- earliest returns the earliest slot >= at where every part admits
+-- costs[i] units of part i. Every part is monotone (a slot that fits
+-- keeps fitting later), so raising the common slot to each part's
+-- earliest converges. A part of cost 0 does not hold the slot back.
+local function earliest(at, costs)
   for _ = 1, 64 do
-    local settled = true
-    for _, p in ipairs(parts) do
-      local s = algorithms[p.algo].earliest(p, at, n)
-      if s > at then at, settled = s, false end
+    local agreed = true
+    for i, p in ipairs(parts) do
+      if costs[i] > 0 then
+        local s = algorithms[p.algo].earliest(p, at, costs[i])
+        if s > at then at, agreed = s, false end
+      end
     end
-    if settled then return at end
+    if agreed then return at end
   end
   return nil
+end
+
+-- same returns a cost of n for every part.
+local function same(n)
+  local costs = {}
+  for i = 1, #parts do costs[i] = n end
+  return costs
 end
 
 -- remaining returns the least any part has left now.
@@ -57,57 +76,90 @@ local function remaining()
   return least
 end
 
-if op == 'reserve' then
-  -- n units, waiting at most maxWait (-1: any time), no earlier than
-  -- after from now.
-  local n, maxWait, after = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2])
-  local slot = earliest(math.max(now + after, P['until']), n)
+-- saveSettled saves the parts that settles changed, for the ops that
+-- save nothing themselves.
+local function saveSettled()
+  for _, p in ipairs(parts) do
+    if p.settled then algorithms[p.algo].save(p) end
+  end
+end
+
+-- reserve books costs[i] units on part i at one common slot, waiting at
+-- most maxWait (-1: any time), no earlier than after from now. A part of
+-- cost 0 books nothing, and its token is '-'.
+local function reserve(costs, maxWait, after)
+  local slot = earliest(math.max(now + after, P['until']), costs)
   if not slot then return redis.error_reply('ERR redislimit: parts found no common slot') end
   if maxWait >= 0 and slot - now > maxWait then
+    saveSettled()
     return {0, slot - now - maxWait, remaining(), P.epoch, P.shifted, 0}
   end
   local reply = {1, slot - now, 0, P.epoch, P.shifted, slot}
   local least = -1
   for i, p in ipairs(parts) do
-    local left, tok = algorithms[p.algo].book(p, slot, n)
-    algorithms[p.algo].save(p)
-    if least < 0 or left < least then least = left end
-    reply[6 + i] = tok
+    if costs[i] > 0 then
+      local left, tok = algorithms[p.algo].book(p, slot, costs[i])
+      algorithms[p.algo].save(p)
+      if least < 0 or left < least then least = left end
+      reply[6 + i] = tok
+    else
+      if p.settled then algorithms[p.algo].save(p) end
+      reply[6 + i] = '-'
+    end
   end
   reply[3] = least
   return reply
+end
+
+if op == 'reserve' then
+  -- n units on every part.
+  return reserve(same(tonumber(ARGV[argc])), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2]))
+elseif op == 'parts' then
+  -- maxWait, after, then one cost per part.
+  local costs = {}
+  for i = 1, #parts do costs[i] = tonumber(ARGV[argc + 1 + i]) end
+  return reserve(costs, tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]))
+elseif op == 'settle' then
+  -- only the settles riding along.
+  saveSettled()
+  return 1
 elseif op == 'cancel' then
-  -- n units booked at slot under the pause state (epoch, shifted), with one
-  -- token per part.
-  local n, epoch, shifted, slot = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2]), tonumber(ARGV[argc + 3])
+  -- a booking at slot under the pause state (epoch, shifted), with each
+  -- part's token and the units it booked.
+  local epoch, shifted, slot = tonumber(ARGV[argc]), tonumber(ARGV[argc + 1]), tonumber(ARGV[argc + 2])
   local moved = 0
   if P.epoch ~= 0 and (epoch == P.epoch or epoch == 0) then
     if epoch == 0 then shifted = 0 end
     moved = P.shifted - shifted
   end
-  if slot + moved < now then return 0 end -- the units have been used
+  if slot + moved < now then -- the units have been used
+    saveSettled()
+    return 0
+  end
   local given = 0
   for i, p in ipairs(parts) do
-    local tok = {}
-    for v in string.gmatch(ARGV[argc + 3 + i], '[^:]+') do tok[#tok + 1] = tonumber(v) end
-    if not p.new and algorithms[p.algo].give(p, tok, n) then
+    local tok = tokens(ARGV[argc + 1 + 2 * i])
+    if tok and not p.new and algorithms[p.algo].give(p, tok, tonumber(ARGV[argc + 2 + 2 * i])) then
       algorithms[p.algo].save(p)
       given = 1
+    elseif p.settled then
+      algorithms[p.algo].save(p)
     end
   end
   return given
 elseif op == 'pause' then
   -- for d from now.
   local changed, msg = pause.apply(P, parts, tonumber(ARGV[argc]), channel)
+  if changed == 0 then saveSettled() end
   return {changed, P.epoch, P.shifted, msg}
 elseif op == 'inspect' then
   -- takes nothing: remaining, how long until one unit fits, units booked
   -- ahead, how long the key stays paused.
-  local nextSlot = earliest(math.max(now, P['until']), 1) or now
+  saveSettled()
+  local nextSlot = earliest(math.max(now, P['until']), same(1)) or now
   local ahead = 0
   for _, p in ipairs(parts) do
     ahead = math.max(ahead, algorithms[p.algo].ahead(p))
   end
   return {remaining(), nextSlot - now, ahead, math.max(P['until'] - now, 0), P.epoch, P.shifted}
 end
-return redis.error_reply('ERR redislimit: unknown op ' .. tostring(op))

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -58,6 +59,7 @@ type Client struct {
 	listened chan struct{} // closed when the subscription's goroutine ends
 	once     sync.Once
 	grants   sync.Map // a shared queue's waiter id -> its *waiter; see queue.go
+	settles  settles  // queued until a call carries them; see settle.go
 }
 
 // NewClient returns a Client for rdb. It takes [WithPrefix], [WithTimeout]
@@ -88,6 +90,7 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 	c.breaker.observer, c.breaker.now = cfg.observer, c.now
 	c.batcher.pipe, _ = rdb.(pipeliner)
 	c.pauses.init(c.now)
+	c.settles.init(c)
 	sub, ok := rdb.(subscriber)
 	if !ok {
 		close(c.listened)
@@ -112,15 +115,19 @@ func (c *Client) listen(ch <-chan *redis.Message) {
 	}
 }
 
-// Close ends the subscription and waits for its goroutine; later calls
-// through the Client fail with [ErrClosed]. Reservations already handed
-// out keep their slots. Close is idempotent.
+// Close sends the settles still queued (see [Client.Flush]), ends the
+// subscription and waits for its goroutine; later calls through the
+// Client fail with [ErrClosed]. Reservations already handed out keep
+// their slots. Close is idempotent.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
+		ctx, stop := context.WithTimeout(context.Background(), c.timeout)
+		err = c.Flush(ctx)
+		stop()
 		c.closed.Store(true)
 		if c.ps != nil {
-			err = c.ps.Close()
+			err = errors.Join(err, c.ps.Close())
 		}
 		<-c.listened
 	})

@@ -16,6 +16,19 @@
 // [All] books several limits on a key (20/s together with 10 000/day) at
 // one common slot in one script, atomically.
 //
+// # Costs known after the call
+//
+// [Composite.ReserveParts] books a cost of its own on each part of an
+// [All] (1 request, the input estimate and max_tokens of an LLM API's
+// three limits), at one common slot, all or nothing, in one script call;
+// a part of cost 0 books nothing. [throttle.Reservation.Settle] then
+// charges or gives back the difference on each part, at the booking's
+// own slot and window, by the same rules as package throttle, once, even
+// when a call is sent again. A settle waits in the process for the key's
+// next script call and rides on it, or goes on its own after
+// [SettleDelay] (100 ms): at most one round trip, usually none. Close and
+// [Client.Flush] send the settles still waiting.
+//
 // For a limit on concurrency rather than rate ("at most 8 requests in
 // flight per account"), reach for [NewQueue]: [queue.Queue]'s bounded,
 // first-in first-out queue, shared by every process, with permits that
@@ -71,17 +84,22 @@
 // Inspect (each limiter is a [throttle.Inspector]) reports a key's
 // remaining units, next free slot, units booked ahead and pause. With
 // redis-cli, a bucket or window keeps its numbers packed in one string;
-// the token bucket's, for instance, are its booking count, the booking
-// that may still be cancelled, the pause epoch and shift it has applied,
-// and its theoretical arrival time (microseconds of the server's TIME),
-// then the offset of the next unread byte, which struct.unpack adds:
+// the token bucket's, for instance, are its booking sequence (counted
+// from the server's time when the state was made), the booking that may
+// still be cancelled, the pause epoch and shift it has applied, and its
+// theoretical arrival time (microseconds of the server's TIME), then the
+// offset of the next unread byte, which struct.unpack adds:
 //
 //	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
 //	HGETALL 'egress:{api.example.com}:pause'
 //	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
 //
-// A fixed window packs eight numbers (the same four, then its window
-// index, count, spill and latest slot) followed by three per booking
-// still ahead; a sliding counter packs nine ('<i8' nine times). The .lua
-// files beside this package's Go files say what each field means.
+// A token bucket's string goes on with the fields settles need (the
+// seq its state started at, cut and gone), then two numbers per slack
+// entry (see gcra.lua). A fixed window packs eight numbers (the same
+// four, then its window index, count, spill and latest slot) followed by
+// three per booking still ahead; a sliding counter packs nine ('<i8'
+// nine times). A key's settles applied in the last minute are kept by
+// id in prefix{key}:settled, and its pause marks in the pause hash. The
+// .lua files beside this package's Go files say what each field means.
 package redislimit

@@ -49,6 +49,32 @@ func ExampleAll() {
 	_ = r.Wait(context.Background())
 }
 
+// An LLM API's requests, input tokens and output tokens per minute,
+// shared by every worker: each call books 1 request, its input estimate
+// and its max_tokens in one script call, and settles to the usage once
+// the response is in. The settle rides on the key's next script call.
+func ExampleComposite_ReserveParts() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	client, _ := redislimit.NewClient(rdb)
+	defer client.Close() // sends the settles still queued
+	rpm, _ := redislimit.NewTokenBucket(rdb, throttle.PerMinute(50), 50, redislimit.WithClient(client))
+	itpm, _ := redislimit.NewTokenBucket(rdb, throttle.PerMinute(40_000), 40_000, redislimit.WithClient(client))
+	otpm, _ := redislimit.NewTokenBucket(rdb, throttle.PerMinute(8_000), 8_000, redislimit.WithClient(client))
+	budget, err := redislimit.All(rpm, itpm, otpm)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	r, err := budget.ReserveParts(ctx, "api.anthropic.com", []int{1, 1200, 1024}, time.Minute)
+	if err != nil || !r.OK {
+		return // refused, or Redis is away
+	}
+	_ = r.Wait(ctx)
+	// send the request, read the usage: 1180 tokens in, 310 out
+	_ = r.Settle(ctx, 1, 1180, 310)
+}
+
 // With FailClosed, the default, nothing is sent while Redis is away.
 func ExampleFailClosed() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,6 +100,23 @@ func (b *budget) fail(ctx context.Context, key string, n int, after, maxWait tim
 		return r, err
 	}
 	return nil, err
+}
+
+// failParts is fail for ReserveParts: a Fallback books costs on the local
+// limiter when it is a [throttle.PartsReserver], and the largest of them
+// otherwise.
+func (b *budget) failParts(ctx context.Context, key string, costs []int, maxWait time.Duration, err error) (*throttle.Reservation, error) {
+	if fb, ok := b.policy.(fallback); ok && errors.Is(err, ErrUnavailable) {
+		if pr, ok := fb.local.(throttle.PartsReserver); ok {
+			now := b.client.now()
+			r, err := pr.ReserveParts(ctx, key, costs, maxWait)
+			if err == nil && r.OK {
+				b.horizons.sawLocal(key, now+int64(r.Delay), now)
+			}
+			return r, err
+		}
+	}
+	return b.fail(ctx, key, slices.Max(costs), 0, maxWait, err)
 }
 
 func (b *budget) failPause(ctx context.Context, key string, d time.Duration, err error) error {

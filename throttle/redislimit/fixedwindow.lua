@@ -154,6 +154,35 @@ defines.fw = function()
     return true
   end
 
+  -- settle charges or gives back delta units of a booking of n at slot,
+  -- as throttle/fixedwindow.go: a booking still ahead carries the change
+  -- (no more than a window's limit), and the window the booking lies in
+  -- counts it while it is the cursor's; an excess in a later window moves
+  -- the cursor there, and one in the last tolerance of the window before
+  -- the cursor's counts in the cursor's.
+  function fixedWindow.settle(p, tok, n, delta, slot, stale)
+    local s = p.state
+    if tok and not stale then
+      for _, b in ipairs(p.ahead) do
+        if b.seq == tok[1] and b.n == n then
+          slot = b.slot -- where it is due now, pushes included
+          b.n = math.min(math.max(b.n + delta, 0), p.limit)
+          break
+        end
+      end
+    end
+    local k = windowOf(p, slot)
+    if delta > 0 and k >= s.cursor then
+      countAt(p, slot, delta)
+    elseif delta < 0 and k == s.cursor and not stale then
+      local back = math.min(-delta, s.count)
+      s.count = s.count - back
+      if inTail(p, slot) then s.spill = s.spill - math.min(back, s.spill) end
+    elseif delta > 0 and k == s.cursor - 1 and inTail(p, slot) then
+      s.count = s.count + delta
+    end
+  end
+
   -- shift moves the bookings ahead of at later by d, then lays them out
   -- again so that no window holds more than limit. It returns the pushes
   -- beyond d, as {seq, extra} steps: every booking from seq on moved

@@ -3,10 +3,29 @@
 -- the bucket is full once now reaches it. Parameters: interval, the
 -- spacing of units; burst, how many may go at once (a leaky bucket's
 -- capacity plus one).
+--
+-- What a settle may give back, as throttle/gcra.go keeps it: first, the
+-- seq the state started at (the server's time when it was made, so that
+-- a booking of a state since dropped has a seq no later than it: a
+-- stale one); cut, the booking from which the current run of slack
+-- starts (bookings before it give back nothing); gone, all that settles
+-- have given back (µs of tat). Past the packed fields, the slack of the
+-- run's bookings as (seq, level) pairs, '<i8i8' each, oldest first, at
+-- most maxSlack, with levels rising: the hot path reads them only to
+-- push one (see pushSlack).
 defines.tb = function()
-  local gcra = {packed = packed({'tat'}), params = {'interval', 'burst'}}
+  local gcra = {packed = packed({'tat', 'first', 'cut', 'gone'}), params = {'interval', 'burst'}}
 
-  function gcra.load(p) loadPacked(p, gcra.packed) end
+  -- maxSlack bounds the slack entries a key keeps, as in process.
+  local maxSlack = 64
+
+  function gcra.load(p)
+    loadPacked(p, gcra.packed)
+    if p.new then
+      local s = p.state
+      s.seq, s.first, s.cut = now, now, now
+    end
+  end
 
   function gcra.save(p) savePacked(p, p.state.tat - now) end
 
@@ -26,24 +45,100 @@ defines.tb = function()
     return math.ceil(math.max(p.state.tat - now, 0) / p.interval)
   end
 
+  -- pushSlack records the slack of booking seq (how far tat lay past its
+  -- slot): 0 starts a new run; otherwise its level (slack + gone) goes
+  -- last, after dropping the entries at as high a level or higher, which
+  -- say nothing more for the bookings before them. Past maxSlack the
+  -- oldest goes, and the bookings up to it give back nothing.
+  local function pushSlack(p, seq, slack)
+    local s = p.state
+    if slack <= 0 then
+      s.cut, p.rest = seq, ''
+      return
+    end
+    local level = slack + s.gone
+    local r = p.rest
+    while #r >= 16 do
+      local _, l = struct.unpack('<i8i8', r, #r - 15)
+      if l < level then break end
+      r = string.sub(r, 1, #r - 16)
+    end
+    if #r >= 16 * maxSlack then
+      s.cut = math.max(s.cut, (struct.unpack('<i8', r)))
+      r = string.sub(r, 17)
+    end
+    p.rest = r .. struct.pack('<i8i8', seq, level)
+  end
+
+  -- slackAfter returns the least slack of the bookings after seq, or -1
+  -- when none is on record.
+  local function slackAfter(p, seq)
+    local s = p.state
+    if seq < s.cut then return 0 end
+    local least = -1
+    for i = 1, #p.rest - 15, 16 do
+      local e, l = struct.unpack('<i8i8', p.rest, i)
+      if e > seq and (least < 0 or l < least) then least = l end
+    end
+    if least < 0 then return -1 end
+    return math.max(least - s.gone, 0)
+  end
+
   function gcra.book(p, slot, n)
     local s = p.state
     local before = -1 -- the booking this one follows, if it may still be cancelled
     if s.tat >= slot then before = s.latest end
+    local slack = math.max(s.tat - slot, 0)
+    local gap = math.max(slot - s.tat, 0) -- idle before the slot
     s.tat = math.max(s.tat, slot) + n * p.interval
     s.seq = s.seq + 1
     s.latest = s.seq
-    return gcraLeft(p, slot), token(s.seq, before)
+    pushSlack(p, s.seq, slack)
+    return gcraLeft(p, slot), token(s.seq, before, gap)
   end
 
-  -- give takes the units back only from the latest booking: its token is
-  -- {seq, the booking before it}.
+  -- give takes the units back only from the latest booking, and the idle
+  -- stretch its slot left before it (as in process, tat goes back to
+  -- where it was, plus what settles changed since): its token is {seq,
+  -- the booking before it, that stretch}.
   function gcra.give(p, tok, n)
     local s = p.state
     if s.latest ~= tok[1] then return false end
-    s.tat = s.tat - n * p.interval
+    s.tat = s.tat - n * p.interval - (tok[3] or 0)
     s.latest = tok[2]
     return true
+  end
+
+  -- settle, as throttle/gcra.go: an excess moves tat later by its cost
+  -- (a part that booked nothing is booked now, at its slot); a give-back
+  -- moves tat earlier by its cost, in full for the latest booking, and
+  -- otherwise no further than the least slack of the bookings after it.
+  -- A stale booking (of a state since dropped) gives nothing back; its
+  -- excess moves tat later all the same, which is never less than exact
+  -- (every booking of the dropped state lay before the new one's first),
+  -- or, with no state at all, is charged from now.
+  function gcra.settle(p, tok, n, delta, slot, stale)
+    local s = p.state
+    stale = stale or (tok and tok[1] <= s.first)
+    local before = s.tat
+    if delta > 0 and stale and p.new then
+      s.tat = now + delta * p.interval -- nothing on record: the dropped tat lay no later than now
+    elseif delta > 0 and not tok and not stale then
+      s.seq = s.seq + 1
+      s.latest = -1 -- units lie after the latest booking's now
+      s.tat = math.max(s.tat, slot) + delta * p.interval
+      pushSlack(p, s.seq, math.max(before - slot, 0))
+    elseif delta > 0 then
+      s.tat = s.tat + delta * p.interval
+    elseif not stale and tok then
+      local back = -delta * p.interval
+      if tok[1] ~= s.seq and tok[1] ~= s.latest then -- not the latest one standing
+        local least = slackAfter(p, tok[1])
+        if least >= 0 then back = math.min(back, least) end
+      end
+      s.tat = s.tat - back
+      s.gone = s.gone + back
+    end
   end
 
   function gcra.shift(p, at, d)

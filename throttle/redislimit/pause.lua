@@ -57,6 +57,35 @@ function pause.sync(P, p, channel)
   s.epoch, s.shifted = P.epoch, P.shifted
 end
 
+-- The pauses that moved something are kept as marks, as throttle/pause.go
+-- keeps them, in the hash field marks: (since, prior) pairs, '<i8i8'
+-- each, oldest first, at most maxMarks. since is when the pause began,
+-- prior the key's shifted before it. A unit a pause found due stayed
+-- where it was, while shifted grew: moved tells where a booking lies, for
+-- a settle. Only pauses and settles read them.
+local maxMarks = 16
+
+function pause.mark(P, since, prior)
+  local marks = redis.call('HGET', KEYS[1], 'marks') or ''
+  if #marks >= 16 * maxMarks then marks = string.sub(marks, 17) end
+  redis.call('HSET', KEYS[1], 'marks', marks .. struct.pack('<i8i8', since, prior))
+  P.marks = nil
+end
+
+-- moved returns where a unit booked at slot, when the key's schedule had
+-- moved by shifted, lies now: the first pause after the booking that
+-- found it due left it where it was then; no pause that found it ahead
+-- moved it less than the whole shift since.
+function pause.moved(P, slot, shifted)
+  if not P.marks then P.marks = redis.call('HGET', KEYS[1], 'marks') or '' end
+  local u = slot - shifted
+  for i = 1, #P.marks - 15, 16 do
+    local since, prior = struct.unpack('<i8i8', P.marks, i)
+    if prior >= shifted and u <= since - prior then return u + prior end
+  end
+  return u + P.shifted
+end
+
 -- apply pauses the key until d from now: every slot still ahead moves
 -- later by as much as the pause's end moves. Pauses do not compound: one
 -- that ends no later than the current one changes nothing. It publishes
@@ -67,6 +96,7 @@ function pause.apply(P, parts, d, channel)
   if stop <= P['until'] then return 0, '' end
   local by = stop - math.max(P['until'], now)
   if P.epoch == 0 then P.epoch = now end
+  if by > 0 then pause.mark(P, now, P.shifted) end
   P['until'], P.shifted, P.since = stop, P.shifted + by, now
   redis.call('HSET', KEYS[1], 'until', fmt(P['until']), 'shifted', fmt(P.shifted), 'since', fmt(P.since), 'epoch', fmt(P.epoch))
   local ttl = math.max(stop - now, redis.call('PTTL', KEYS[1]) * 1000)

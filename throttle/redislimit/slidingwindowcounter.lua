@@ -12,6 +12,33 @@ defines.swc = function()
     params = {'limit', 'window'},
   }
 
+  -- mulDiv returns floor(x*y/w) and the remainder, exactly, for
+  -- integers below 2^52: Lua's doubles hold x*y exactly only below 2^53,
+  -- and a daily window of a billion units reaches 1e9 × 8.64e10 µs. Past
+  -- that it adds x in y's binary digits, keeping the sum as q*w + r.
+  local function mulDiv(x, y, w)
+    if x * y < 4503599627370496 then -- 2^52
+      local q = math.floor(x * y / w)
+      return q, x * y - q * w
+    end
+    local xq, xr = math.floor(x / w), x % w
+    local bits = {}
+    while y > 0 do
+      bits[#bits + 1] = y % 2
+      y = math.floor(y / 2)
+    end
+    local q, r = 0, 0
+    for i = #bits, 1, -1 do
+      q, r = 2 * q, 2 * r
+      if r >= w then q, r = q + 1, r - w end
+      if bits[i] == 1 then
+        q, r = q + xq, r + xr
+        if r >= w then q, r = q + 1, r - w end
+      end
+    end
+    return q, r
+  end
+
   local function windowOf(p, at) return math.floor((at - p.state.lag) / p.window) end
   local function windowStart(p, k) return k * p.window + p.state.lag end
 
@@ -31,7 +58,9 @@ defines.swc = function()
     local k = math.max(windowOf(p, at), p.state.cursor)
     local c, prev = counts(p, k)
     local rest = p.window - 1 - math.max(at - windowStart(p, k), 0)
-    return c + math.ceil(prev * rest / p.window)
+    local q, r = mulDiv(prev, rest, p.window)
+    if r > 0 then q = q + 1 end
+    return c + q
   end
 
   function slidingCounter.load(p) loadPacked(p, slidingCounter.packed) end
@@ -47,7 +76,7 @@ defines.swc = function()
       if room >= 0 then
         if prev <= room then return at end
         -- n fits e into window k when prev × (window-1-e) <= room × window.
-        local e = p.window - 1 - math.floor(room * p.window / prev)
+        local e = p.window - 1 - mulDiv(room, p.window, prev)
         return math.max(at, windowStart(p, k) + e)
       end
       k = k + 1
@@ -93,6 +122,26 @@ defines.swc = function()
     s.count = math.max(s.count - n, 0)
     s.latest = tok[2]
     return true
+  end
+
+  -- settle adjusts the count of the booking's window while the counters
+  -- hold it, the cursor's or the one before, as
+  -- throttle/slidingwindowcounter.go. An excess in a window after the
+  -- cursor's (a state that had forgotten the booking) counts there like a
+  -- booking.
+  function slidingCounter.settle(p, tok, n, delta, slot, stale)
+    if delta < 0 and stale then return end
+    local s = p.state
+    local k = windowOf(p, slot)
+    if k == s.cursor then
+      s.count = math.max(s.count + delta, 0)
+    elseif k == s.cursor - 1 then
+      s.previous = math.max(s.previous + delta, 0)
+    elseif k == s.cursor + 1 and delta > 0 then
+      s.cursor, s.previous, s.count = k, s.count, delta
+    elseif k > s.cursor + 1 and delta > 0 then
+      s.cursor, s.previous, s.count = k, 0, delta
+    end
   end
 
   -- shift moves the key's grid, and every unit counted on it, later by d.

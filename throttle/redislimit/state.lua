@@ -19,6 +19,13 @@
 --                     booking's token, which cancel hands back
 --   give(p, token, n) gives back a booking if that keeps the bound
 --   shift(p, at, d)   moves every slot after at later by d (a pause)
+--   settle(p, tok, n, delta, slot, stale, id)
+--                     charges (delta > 0) or gives back (delta < 0) the
+--                     difference between a booking's actual cost and its
+--                     n units, at slot, where the booking is due now;
+--                     tok is nil for a part that booked nothing. stale:
+--                     the part's state is not the one booked (see
+--                     settle.lua)
 local defines, algorithms = {}, {}
 
 local function fmt(x)
@@ -42,13 +49,19 @@ local function packed(fields)
 end
 
 -- loadPacked reads part p's state, laid out as packed(...) says.
+-- Bytes past the fields, which an algorithm may keep (the token bucket's
+-- slack), are kept in p.rest as they are.
 local function loadPacked(p, layout)
   p.layout = layout
   local raw = redis.call('GET', p.key)
   p.new = not raw
   p.state = {}
+  p.rest = ''
   local v = {}
-  if raw then v = {struct.unpack(layout.layout, raw)} end
+  if raw then
+    v = {struct.unpack(layout.layout, raw)}
+    p.rest = string.sub(raw, v[#layout.fields + 1])
+  end
   for i, f in ipairs(layout.fields) do p.state[f] = v[i] or 0 end
   if p.new then p.state.latest = -1 end
 end
@@ -62,11 +75,20 @@ local function savePacked(p, ttl)
   end
   local v = {}
   for i, f in ipairs(p.layout.fields) do v[i] = p.state[f] end
-  redis.call('SET', p.key, struct.pack(p.layout.layout, unpack(v)), 'PX', millis(ttl))
+  redis.call('SET', p.key, struct.pack(p.layout.layout, unpack(v)) .. p.rest, 'PX', millis(ttl))
 end
 
 -- token joins a booking's numbers into the text cancel hands back.
 local tokenFormats = {'%d', '%d:%d', '%d:%d:%d', '%d:%d:%d:%d'}
 local function token(...)
   return string.format(tokenFormats[select('#', ...)], ...)
+end
+
+-- tokens splits a token back into its numbers; '-', the token of a part
+-- that booked nothing, gives nil.
+local function tokens(text)
+  if text == '-' then return nil end
+  local tok = {}
+  for v in string.gmatch(text, '[^:]+') do tok[#tok + 1] = tonumber(v) end
+  return tok
 end
