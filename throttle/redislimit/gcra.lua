@@ -70,6 +70,8 @@ defines.tb = function()
     p.rest = r .. struct.pack('<i8i8', seq, level)
   end
 
+  gcra.pushSlack = pushSlack -- for a lease's block (slotlease.lua)
+
   -- slackAfter returns the least slack of the bookings after seq, or -1
   -- when none is on record.
   local function slackAfter(p, seq)

@@ -48,6 +48,7 @@ if op == 'lease' then
   s.tat = math.max(tat, first) + k * T
   s.seq = s.seq + 1
   s.latest = s.seq
+  g.pushSlack(p, s.seq, math.max(tat - first, 0)) -- for settles, as gcra.book
   g.save(p)
   return {k, 0, live, P.epoch, P.shifted, now, first, tat, s.seq, before}
 elseif op == 'giveback' then
