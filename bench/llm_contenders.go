@@ -89,7 +89,7 @@ func llmContenders() []llmContender {
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
 			how: "as egress (estimate only), on three `redislimit.NewTokenBucket`s with `redislimit.WithTolerance(DefaultTolerance)` and `WithTimeout(5 * time.Second)` (a loaded machine must not fail calls closed), shared by 4 processes that split the prompts; " +
-				"`throttle.All` reserves the three parts one by one, one round trip each, since `redislimit.All` books one cost for every part.",
+				"`throttle.All` reserves the three parts one by one, one round trip each, as it does today for a limiter with one cost per call; the settle rows book all three in one script call with `redislimit.All`'s `ReserveParts`.",
 		},
 		{
 			name: "hand-rolled settle (reference)", build: llmSettleReference,
