@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -109,8 +110,9 @@ func startRedis(t *testing.T) string {
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	dir := t.TempDir()
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--loglevel", "warning")
+		"--dir", dir, "--loglevel", "warning")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -124,5 +126,12 @@ func startRedis(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The server that answers is this test's, not another that took the
+	// port meanwhile.
+	got, err := rdb.ConfigGet(context.Background(), "dir").Result()
+	require.NoError(t, err)
+	want, err := filepath.EvalSymlinks(dir) // redis-server reports the real path
+	require.NoError(t, err)
+	require.Equal(t, want, got["dir"], "redis-server on %s is not the one this test started", addr)
 	return addr
 }
