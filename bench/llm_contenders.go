@@ -74,14 +74,22 @@ func llmContenders() []llmContender {
 				"Limits set to 75% of the published ones, the lighter of the cookbook's advised 50–75% headroom.",
 		},
 		{
-			name: "egress with settle (redislimit, 4 processes)", procs: 4,
-			how: "placeholder: as egress with settle, on redislimit token buckets shared by 4 processes, once redislimit books per-part costs and settles them in its script (issue 14's goal: ≤ 1.05 Redis round trips per prompt, settles included).",
-			why: "redislimit has no ReserveParts or Settle yet (issue 14's Redis side)",
+			name: "egress with settle (redislimit, 4 processes)", procs: 4, build: llmEgressSettleRedis(0),
+			how: "as egress with settle, on one `redislimit.All` of three `redislimit.NewTokenBucket`s (`WithTolerance(DefaultTolerance)`) on one `redislimit.Client` (`WithTimeout(5 * time.Second)`: a loaded machine must not fail calls closed), shared by 4 processes that split the prompts: " +
+				"`WithEstimate`'s three costs are booked in one script call with `Composite.ReserveParts`, and each `egress.Settle` is queued in the process and rides on the key's next script call, or goes on its own after `redislimit.SettleDelay` (100 ms).",
+		},
+		{
+			name: "egress with settle (redislimit, 4 processes, 1 in flight each)", procs: 4, build: llmEgressSettleRedis(1),
+			how: "as egress with settle (redislimit, 4 processes), plus `egress.WithQueue(queue.New(1, 16))` in each process: 4 calls booked and not yet answered in all, as in the row egress with settle, 4 in flight.",
+		},
+		{
+			name: "egress with settle (redislimit, 4 processes, 2 in flight each)", procs: 4, build: llmEgressSettleRedis(2),
+			how: "as egress with settle (redislimit, 4 processes), plus `egress.WithQueue(queue.New(2, 16))` in each process: 8 calls booked and not yet answered in all.",
 		},
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,
 			how: "as egress (estimate only), on three `redislimit.NewTokenBucket`s with `redislimit.WithTolerance(DefaultTolerance)` and `WithTimeout(5 * time.Second)` (a loaded machine must not fail calls closed), shared by 4 processes that split the prompts; " +
-				"`throttle.All` reserves the three parts one by one, one round trip each, since `redislimit.All` books one cost for every part.",
+				"`throttle.All` reserves the three parts one by one, one round trip each, as it does today for a limiter with one cost per call; the settle rows book all three in one script call with `redislimit.All`'s `ReserveParts`.",
 		},
 		{
 			name: "hand-rolled settle (reference)", build: llmSettleReference,

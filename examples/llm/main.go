@@ -24,12 +24,21 @@
 // newLimiter, estimate and settle; and the queue in run, which bounds the
 // calls holding an estimate at once (see the comment there).
 //
+// With -redis, the three buckets live in Redis (package redislimit), so
+// that every process running the job shares one budget: the estimate is
+// booked in one script call, and each settle rides on the next one (or
+// goes on its own within redislimit.SettleDelay). The job and its claim
+// are the same.
+//
 //	go run ./examples/llm
+//	go run ./examples/llm -redis 127.0.0.1:6379
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -45,6 +54,8 @@ import (
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/retryafter"
 	"github.com/egress-go/egress/throttle"
+	"github.com/egress-go/egress/throttle/redislimit"
+	"github.com/redis/go-redis/v9"
 )
 
 // The API's published limits, per "minute".
@@ -82,13 +93,15 @@ func work() []prompt {
 }
 
 func main() {
-	if err := run(); err != nil {
+	addr := flag.String("redis", "", "address of a Redis to keep the budget in, shared by every process (default: in this process)")
+	flag.Parse()
+	if err := run(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "llm:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(redisAddr string) error {
 	api, err := llmupstream.New(llmupstream.Config{
 		Limits: limits, FirstToken: 5 * time.Millisecond, PerToken: 50 * time.Microsecond,
 	})
@@ -98,7 +111,16 @@ func run() error {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 
-	limiter, err := newLimiter()
+	var limiter throttle.Limiter
+	if redisAddr == "" {
+		limiter, err = newLimiter()
+	} else {
+		var done func() error
+		limiter, done, err = newRedisLimiter(redisAddr)
+		if err == nil {
+			defer done() // sends the settles still queued
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -169,6 +191,36 @@ func newLimiter() (throttle.Limiter, error) {
 		parts = append(parts, tb)
 	}
 	return throttle.All(parts...), nil
+}
+
+// newRedisLimiter is newLimiter with the buckets in Redis at addr: the
+// budget every process of the job shares. redislimit.All books the three
+// costs in one script call, and settles ride on the key's next call.
+// done closes the Client, which first sends the settles still queued.
+func newRedisLimiter(addr string) (l throttle.Limiter, done func() error, err error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	client, err := redislimit.NewClient(rdb, redislimit.WithPrefix("egress-example-llm:"))
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	done = func() error { return errors.Join(client.Close(), rdb.Close()) }
+	var parts []redislimit.Part
+	for _, limit := range []int{limits.Requests, limits.InputTokens, limits.OutputTokens} {
+		tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: limit, Per: limits.Period}, limit,
+			redislimit.WithClient(client), redislimit.WithTolerance(throttle.DefaultTolerance))
+		if err != nil {
+			_ = done()
+			return nil, nil, err
+		}
+		parts = append(parts, tb)
+	}
+	all, err := redislimit.All(parts...)
+	if err != nil {
+		_ = done()
+		return nil, nil, err
+	}
+	return all, done, nil
 }
 
 // estimate is what a call is booked at before it is sent, one cost per
