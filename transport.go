@@ -47,6 +47,7 @@ type Transport struct {
 	keyOf      func(*http.Request) string
 	costOf     func(*http.Request) int
 	estimate   func(*http.Request) ([]int, error) // WithEstimate: costs per part
+	units      map[string][]int                   // WithUnits: the parts each unit of the upstream's quotas adds up, or nil for the default
 	actual     func(*http.Response) ([]int, bool)
 	maxWait    time.Duration
 	observer   Observer
@@ -327,6 +328,9 @@ func (c *call) book(ctx context.Context) error {
 		}
 		return err
 	}
+	if err := c.gate(ctx); err != nil {
+		return err
+	}
 	var waited time.Duration
 	if !start.IsZero() {
 		waited = time.Since(start)
@@ -457,7 +461,7 @@ func (c *call) statements(resp *http.Response, now time.Time) []throttle.Stateme
 	}
 	ss := make([]throttle.Statement, len(qs))
 	for i, q := range qs {
-		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute}
+		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute, Refills: q.Refills}
 		clamped, fields := s.Clamp(c.t.maxPause())
 		if f := c.t.observer.Clamped; f != nil && len(fields) > 0 {
 			f(ClampInfo{Key: c.key, StatusCode: resp.StatusCode, Stated: s, Used: clamped, Fields: fields})
