@@ -166,6 +166,7 @@ func (c *call) gate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.recorded = true
 	if err := sleep(ctx, g.Delay); err != nil {
 		cancelDetached(ctx, g)
 		return err

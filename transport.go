@@ -203,16 +203,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // call is the state of one RoundTrip.
 type call struct {
-	t       *Transport
-	req     *http.Request
-	key     string
-	cost    int
-	costs   []int                 // WithEstimate's costs per part, or nil
-	booked  *throttle.Reservation // this attempt's, with costs, for Settle
-	attempt int
-	body    io.ReadCloser // the body of the next attempt, until it is sent
-	fresh   bool          // body came from GetBody, not from req
-	queued  time.Duration // time spent in the queue's line
+	t      *Transport
+	req    *http.Request
+	key    string
+	cost   int
+	costs  []int                 // WithEstimate's costs per part, or nil
+	booked *throttle.Reservation // this attempt's, with costs, for Settle
+	// recorded is set when this attempt's units were booked on the
+	// upstream's record: only then does its answer take them off.
+	recorded bool
+	attempt  int
+	body     io.ReadCloser // the body of the next attempt, until it is sent
+	fresh    bool          // body came from GetBody, not from req
+	queued   time.Duration // time spent in the queue's line
 }
 
 // acquire takes a queue slot for the call.
@@ -291,6 +294,7 @@ func (c *call) run() (*http.Response, error) {
 // book reserves the call's units and waits for their slot.
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
+	c.recorded = false
 	if c.t.upstream != nil && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
 		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both.
@@ -317,6 +321,7 @@ func (c *call) book(ctx context.Context) error {
 	case !r.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
+	c.recorded = c.costs == nil && c.t.upstream != nil && l == c.t.limiter
 	var start time.Time
 	if c.t.observer.Waited != nil && r.Delay > 0 {
 		start = time.Now()
@@ -441,6 +446,9 @@ func (c *call) learn(resp *http.Response, sent, now time.Time) {
 		_ = c.t.learner.Learn(ctx, c.key, o)
 	}
 	if upstream {
+		if !c.recorded {
+			o.N = 0 // booked before the record heard anything: nothing of it is in flight there
+		}
 		_ = c.t.upstream.Learn(ctx, c.key, o)
 	}
 }
