@@ -185,7 +185,7 @@ func TestTransportRecordCountsOnlyWhatItBooked(t *testing.T) {
 		require.True(t, u.Heard(), "the first answer stated a quota")
 		wg.Add(1)
 		go func() { defer wg.Done(); roundTrip() }() // booked on the record
-		time.Sleep(200 * time.Millisecond)            // request 1's answer is in
+		time.Sleep(200 * time.Millisecond)           // request 1's answer is in
 		s, err := u.Inspect(context.Background(), "api.test")
 		require.NoError(t, err)
 		assert.Equal(t, 1, s.Ahead, "request 2 is still in flight")
