@@ -29,10 +29,13 @@ import (
 // WithEstimate, and has nothing to settle. f may read the request's body
 // through its GetBody; it must be safe for concurrent use.
 //
-// With [WithUpstream], the record of what the upstream states takes one
-// unit per request (its quotas count requests) before the parts are
-// booked; when it holds the key back, the parts are booked once the hold
-// is over, so that they pace what is sent after it.
+// With [WithUpstream], once the parts' slot has come, the record of what
+// the upstream states books the request too: 1 unit of its quotas in
+// requests and, of its quotas in other units (an LLM API's tokens, as
+// its headers state them), the parts [WithUnits] names; when the record
+// holds the key back, the request waits for it. So a stated "R tokens
+// left" bounds the matching part even when another client spends from
+// the same quota.
 //
 // Each attempt a retry makes is booked again; [Settle] settles the one
 // that brought the response. NewTransport panics if WithEstimate is given
@@ -42,6 +45,63 @@ func WithEstimate(f func(*http.Request) ([]int, error)) Option {
 		panic("egress: WithEstimate given a nil func")
 	}
 	return optionFunc(func(t *Transport) { t.estimate = f })
+}
+
+// WithUnits tells the record of what the upstream states
+// ([WithUpstream]) which parts of a [WithEstimate] estimate each of its
+// quota units counts: units[u] lists the parts whose costs add up to a
+// request's cost in the unit u, as the upstream's quota headers name it
+// (see [throttle.Statement.Unit]). A part listed that the estimate does
+// not have adds nothing. Quotas in requests always take 1 per request.
+//
+// Without WithUnits, parts 1 and 2 of an estimate {requests, input
+// tokens, output tokens} count as Anthropic's "input-tokens" and
+// "output-tokens", and both together as OpenAI's "tokens"
+// (input plus max_tokens):
+//
+//	{"input-tokens": {1}, "output-tokens": {2}, "tokens": {1, 2}}
+//
+// With two parts {requests, tokens}, "tokens" is part 1. Anthropic's
+// aggregate "tokens" quota, if sent, is then booked at input plus
+// output, which is cautious. WithUnits panics on a nil map or a negative
+// part.
+func WithUnits(units map[string][]int) Option {
+	if units == nil {
+		panic("egress: WithUnits given a nil map")
+	}
+	for u, parts := range units {
+		for _, i := range parts {
+			if i < 0 {
+				panic(fmt.Sprintf("egress: WithUnits: unit %q names part %d, want 0 or more", u, i))
+			}
+		}
+	}
+	return optionFunc(func(t *Transport) { t.units = units })
+}
+
+// units returns the call's cost in each unit of the upstream's quotas
+// other than requests, from its costs per part.
+func (c *call) units() map[string]int {
+	m := make(map[string]int, 3)
+	if c.t.units == nil {
+		if len(c.costs) > 1 {
+			m["input-tokens"] = c.costs[1]
+			m["tokens"] = c.costs[1]
+		}
+		if len(c.costs) > 2 {
+			m["output-tokens"] = c.costs[2]
+			m["tokens"] += c.costs[2]
+		}
+		return m
+	}
+	for u, parts := range c.t.units {
+		for _, i := range parts {
+			if i < len(c.costs) {
+				m[u] += c.costs[i]
+			}
+		}
+	}
+	return m
 }
 
 // price sets the call's cost, and with WithEstimate its costs per part,
@@ -79,37 +139,39 @@ func (c *call) price() error {
 
 // reserve books the call's units for one attempt: its cost on the
 // limiter l (the configured one alone, or beside the upstream record),
-// or with WithEstimate its costs per part.
+// or with WithEstimate its costs per part on the configured limiter.
 func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Duration) (*throttle.Reservation, error) {
 	if c.costs == nil {
 		return l.Reserve(ctx, c.key, c.cost, maxWait)
 	}
-	t := c.t
-	var gate *throttle.Reservation // the upstream record's unit
-	if t.upstream != nil && t.upstream.Heard() {
-		var err error
-		gate, err = t.upstream.Reserve(ctx, c.key, 1, maxWait)
-		if err != nil || !gate.OK {
-			return gate, err
-		}
-		if gate.Delay > 0 {
-			// The upstream stated a hold: book the parts after it, so that
-			// they pace what is sent then, rather than release a herd.
-			if err := sleep(ctx, gate.Delay); err != nil {
-				cancelDetached(ctx, gate)
-				return nil, err
-			}
-			if maxWait >= 0 {
-				maxWait = max(maxWait-gate.Delay, 0)
-			}
-		}
-	}
 	r, err := c.reserveParts(ctx, maxWait)
-	if gate != nil && (err != nil || r == nil || !r.OK) {
-		cancelDetached(ctx, gate)
-	}
 	c.booked = r
 	return r, err
+}
+
+// gate books, once the parts' slot has come, the call's units on the
+// upstream's record: 1 request, and its cost in each unit the record
+// states quotas in ([WithUnits]), and waits if the record holds the key
+// back. It books at the moment of sending, so that the freshest
+// statement decides, not the one known when the parts were booked: a
+// booking made a second ahead would not see what another client spends
+// meanwhile. Without WithEstimate, the record is booked with the
+// configured limiter, at one slot.
+func (c *call) gate(ctx context.Context) error {
+	t := c.t
+	if c.costs == nil || t.upstream == nil || !t.upstream.Heard() {
+		return nil
+	}
+	g, err := t.upstream.ReserveUnits(ctx, c.key, 1, c.units(), 0, -1)
+	if err != nil {
+		return err
+	}
+	c.recorded = true
+	if err := sleep(ctx, g.Delay); err != nil {
+		cancelDetached(ctx, g)
+		return err
+	}
+	return nil
 }
 
 // reserveParts books c.costs on the configured limiter.

@@ -168,8 +168,8 @@ func TestOpenAIQuotasMapToUnits(t *testing.T) {
 }
 
 // TestEstimateWaitsOutAnUpstreamHold checks that with WithUpstream a
-// statement "nothing more before T" holds an estimated request back until
-// T, and that its parts are booked then.
+// statement "nothing left, full again at T" of a quota of 1 holds an
+// estimated request back until T, and that its parts are booked then.
 func TestEstimateWaitsOutAnUpstreamHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
@@ -177,7 +177,7 @@ func TestEstimateWaitsOutAnUpstreamHold(t *testing.T) {
 				return respond(req, http.StatusOK), nil
 			}
 			return respond(req, http.StatusOK,
-				"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2s"), nil
+				"X-Ratelimit-Limit-Requests", "1", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2s"), nil
 		}}
 		u, err := throttle.NewUpstream()
 		require.NoError(t, err)

@@ -3,6 +3,7 @@ package egress_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -151,5 +152,43 @@ func TestTransportRecordQuietUntilStated(t *testing.T) {
 		sent := base.times()
 		require.Len(t, sent, 5)
 		assert.Equal(t, 7*time.Second, sent[4].Sub(sent[3]), "the stated quota holds the next request back")
+	})
+}
+
+// An answer to a request sent before the record heard anything takes
+// nothing off the record: it was never booked there. Otherwise it would
+// take a later booking's units off what is in flight, and the record
+// would admit more than the upstream said was left (bench 5a at 25% too
+// high: herds meeting 429s all run long).
+func TestTransportRecordCountsOnlyWhatItBooked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			// Requests 0 and 1 go before the record has heard anything:
+			// 0 is answered after 10 ms, 1 after 100 ms. Request 2, sent
+			// once the record has heard, is answered after a second.
+			time.Sleep([]time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second}[min(n, 2)])
+			return respond(req, http.StatusOK, "X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "5", "X-RateLimit-Reset", "1"), nil
+		}}
+		u := mustUpstream(t)
+		tr := egress.NewTransport(base, egress.WithLimiter(mustTokenBucket(t, throttle.PerSecond(100), 10)), egress.WithUpstream(u))
+		roundTrip := func() {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+			if assert.NoError(t, err) {
+				drainClose(t, resp)
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); roundTrip() }()
+		go func() { defer wg.Done(); roundTrip() }()
+		time.Sleep(20 * time.Millisecond)
+		require.True(t, u.Heard(), "the first answer stated a quota")
+		wg.Add(1)
+		go func() { defer wg.Done(); roundTrip() }() // booked on the record
+		time.Sleep(200 * time.Millisecond)           // request 1's answer is in
+		s, err := u.Inspect(context.Background(), "api.test")
+		require.NoError(t, err)
+		assert.Equal(t, 1, s.Ahead, "request 2 is still in flight")
+		wg.Wait()
 	})
 }

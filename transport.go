@@ -47,6 +47,7 @@ type Transport struct {
 	keyOf      func(*http.Request) string
 	costOf     func(*http.Request) int
 	estimate   func(*http.Request) ([]int, error) // WithEstimate: costs per part
+	units      map[string][]int                   // WithUnits: the parts each unit of the upstream's quotas adds up, or nil for the default
 	actual     func(*http.Response) ([]int, bool)
 	maxWait    time.Duration
 	observer   Observer
@@ -203,16 +204,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // call is the state of one RoundTrip.
 type call struct {
-	t       *Transport
-	req     *http.Request
-	key     string
-	cost    int
-	costs   []int                 // WithEstimate's costs per part, or nil
-	booked  *throttle.Reservation // this attempt's, with costs, for Settle
-	attempt int
-	body    io.ReadCloser // the body of the next attempt, until it is sent
-	fresh   bool          // body came from GetBody, not from req
-	queued  time.Duration // time spent in the queue's line
+	t      *Transport
+	req    *http.Request
+	key    string
+	cost   int
+	costs  []int                 // WithEstimate's costs per part, or nil
+	booked *throttle.Reservation // this attempt's, with costs, for Settle
+	// recorded is set when this attempt's units were booked on the
+	// upstream's record: only then does its answer take them off.
+	recorded bool
+	attempt  int
+	body     io.ReadCloser // the body of the next attempt, until it is sent
+	fresh    bool          // body came from GetBody, not from req
+	queued   time.Duration // time spent in the queue's line
 }
 
 // acquire takes a queue slot for the call.
@@ -286,6 +290,7 @@ func (c *call) run() (*http.Response, error) {
 // book reserves the call's units and waits for their slot.
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
+	c.recorded = false
 	if c.t.upstream != nil && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
 		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both.
@@ -312,6 +317,7 @@ func (c *call) book(ctx context.Context) error {
 	case !r.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
+	c.recorded = c.costs == nil && c.t.upstream != nil && l == c.t.limiter
 	var start time.Time
 	if c.t.observer.Waited != nil && r.Delay > 0 {
 		start = time.Now()
@@ -321,6 +327,9 @@ func (c *call) book(ctx context.Context) error {
 		if errors.As(err, &le) {
 			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
 		}
+		return err
+	}
+	if err := c.gate(ctx); err != nil {
 		return err
 	}
 	var waited time.Duration
@@ -446,6 +455,9 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 		_ = c.t.learner.Learn(ctx, c.key, o)
 	}
 	if upstream {
+		if !c.recorded {
+			o.N = 0 // booked before the record heard anything: nothing of it is in flight there
+		}
 		_ = c.t.upstream.Learn(ctx, c.key, o)
 	}
 }
@@ -466,7 +478,7 @@ func (c *call) statements(resp *http.Response, now time.Time) []throttle.Stateme
 	}
 	ss := make([]throttle.Statement, len(qs))
 	for i, q := range qs {
-		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute}
+		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute, Refills: q.Refills}
 		clamped, fields := s.Clamp(c.t.maxPause())
 		if f := c.t.observer.Clamped; f != nil && len(fields) > 0 {
 			f(ClampInfo{Key: c.key, StatusCode: resp.StatusCode, Stated: s, Used: clamped, Fields: fields})

@@ -190,13 +190,19 @@ func followScenarios(smoke bool) []scenario {
 	}
 	const rate = 48
 	n := scale(600, 60)
+	tr := func(id string, f front) front {
+		if path := os.Getenv("FOLLOW_TRACE"); path != "" { // development only
+			return traced(f, id, path)
+		}
+		return f
+	}
 	real := []string{"egress (README)", "egress (25% too high)", "egress (WithRetry only)", "egress (adaptive)", "x/time/rate", "failsafe-go", "go-retryablehttp"}
 	window := upstream.Config{Algorithm: upstream.SlidingLog, Rate: rate, Burst: rate, Limit: rate, Window: time.Second}
 	scs := []scenario{
 		{
 			id: "5a", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream: go-chi/httprate, 48 per 1 s window (sliding-window counter), %d requests from 32 goroutines, starting 10 ms after one of its window boundaries", n),
-			limit: window, front: httprateFront(rate, time.Second), phase: 10 * time.Millisecond,
+			limit: window, front: tr("5a", httprateFront(rate, time.Second)), phase: 10 * time.Millisecond,
 			shares: []int{n}, goroutines: 32, plot: plotPerBin,
 			contenders: append(real[:1:1], append([]string{"egress sliding counter"}, real[1:]...)...),
 		},
@@ -209,7 +215,7 @@ func followScenarios(smoke bool) []scenario {
 		{
 			id: "5c", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream: sethvargo/go-limiter, 48 tokens per 1 s interval (a fixed window from the first request; reset as an HTTP-date), %d requests from 32 goroutines", n),
-			limit: window, front: goLimiterFront(rate, time.Second),
+			limit: window, front: tr("5c", goLimiterFront(rate, time.Second)),
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
 	}
@@ -218,13 +224,13 @@ func followScenarios(smoke bool) []scenario {
 		scenario{
 			id: "5d", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: go-chi/httprate as in 5a, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
-			limit: window, front: spentBy(httprateFront(rate, time.Second), otherShare*rate), phase: 10 * time.Millisecond,
+			limit: window, front: spentBy(tr("5d", httprateFront(rate, time.Second)), otherShare*rate), phase: 10 * time.Millisecond,
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
 		},
 		scenario{
 			id: "5e", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream with 20%% of its quota spent by another client egress cannot see: sethvargo/go-limiter as in 5c, another client sending %.1f/s into it; %d requests from 32 goroutines", otherShare*rate, n),
-			limit: window, front: spentBy(goLimiterFront(rate, time.Second), otherShare*rate),
+			limit: window, front: spentBy(tr("5e", goLimiterFront(rate, time.Second)), otherShare*rate),
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: spent,
 		},
 	)
@@ -611,4 +617,46 @@ func followGoals(sc scenario, rows []row) []goal {
 		}
 	}
 	return gs
+}
+
+// traced logs every request f's limiter answers to the file at path, for
+// finding where 429s fall against the upstream's windows (development
+// only, FOLLOW_TRACE): the scenario, the front's build, the Unix time of
+// arrival in ns, its offset from the build, who sent it, the status and
+// the quota headers.
+func traced(f front, id, path string) front {
+	return func() (http.Handler, func(), error) {
+		h, release, err := f()
+		if err != nil {
+			return nil, nil, err
+		}
+		file, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		built := time.Now()
+		var mu sync.Mutex
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				at := time.Now()
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				for k, v := range rec.Header() {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write(rec.Body.Bytes())
+				who := "egress"
+				if r.RemoteAddr == "127.0.0.1:1" {
+					who = "other"
+				}
+				mu.Lock()
+				fmt.Fprintf(file, "%s %d %d %d %s %d %s %s\n", id, built.UnixNano(), at.UnixNano(), at.Sub(built).Nanoseconds(), who,
+					rec.Code, rec.Header().Get("X-RateLimit-Remaining"), strings.ReplaceAll(rec.Header().Get("X-RateLimit-Reset"), " ", "_"))
+				mu.Unlock()
+			}), func() {
+				release()
+				_ = file.Close()
+			}, nil
+	}
 }

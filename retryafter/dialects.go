@@ -40,6 +40,10 @@ type dialect struct {
 	// the reset: the time for one more call to fit.
 	usedOfSize string
 	drain      time.Duration
+
+	// refills marks a quota whose reset is when it is full again, as a
+	// token bucket refilling continuously (OpenAI, Anthropic).
+	refills bool
 }
 
 // unit is how a reset field is written.
@@ -80,27 +84,27 @@ var dialects = [...]dialect{
 	// OpenAI and Azure OpenAI.
 	{name: "requests", family: familyProvider,
 		limit: "X-Ratelimit-Limit-Requests", remaining: "X-Ratelimit-Remaining-Requests",
-		reset: "X-Ratelimit-Reset-Requests", resetUnit: goDuration},
+		reset: "X-Ratelimit-Reset-Requests", resetUnit: goDuration, refills: true},
 	{name: "tokens", family: familyProvider,
 		limit: "X-Ratelimit-Limit-Tokens", remaining: "X-Ratelimit-Remaining-Tokens",
-		reset: "X-Ratelimit-Reset-Tokens", resetUnit: goDuration},
+		reset: "X-Ratelimit-Reset-Tokens", resetUnit: goDuration, refills: true},
 	{name: "tokens_usage_based", family: familyProvider,
 		limit: "X-Ratelimit-Limit-Tokens_usage_based", remaining: "X-Ratelimit-Remaining-Tokens_usage_based",
-		reset: "X-Ratelimit-Reset-Tokens_usage_based", resetUnit: goDuration},
+		reset: "X-Ratelimit-Reset-Tokens_usage_based", resetUnit: goDuration, refills: true},
 
 	// Anthropic.
 	{name: "requests", family: familyProvider,
 		limit: "Anthropic-Ratelimit-Requests-Limit", remaining: "Anthropic-Ratelimit-Requests-Remaining",
-		reset: "Anthropic-Ratelimit-Requests-Reset", resetUnit: rfc3339},
+		reset: "Anthropic-Ratelimit-Requests-Reset", resetUnit: rfc3339, refills: true},
 	{name: "tokens", family: familyProvider,
 		limit: "Anthropic-Ratelimit-Tokens-Limit", remaining: "Anthropic-Ratelimit-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Tokens-Reset", resetUnit: rfc3339},
+		reset: "Anthropic-Ratelimit-Tokens-Reset", resetUnit: rfc3339, refills: true},
 	{name: "input-tokens", family: familyProvider,
 		limit: "Anthropic-Ratelimit-Input-Tokens-Limit", remaining: "Anthropic-Ratelimit-Input-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Input-Tokens-Reset", resetUnit: rfc3339},
+		reset: "Anthropic-Ratelimit-Input-Tokens-Reset", resetUnit: rfc3339, refills: true},
 	{name: "output-tokens", family: familyProvider,
 		limit: "Anthropic-Ratelimit-Output-Tokens-Limit", remaining: "Anthropic-Ratelimit-Output-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Output-Tokens-Reset", resetUnit: rfc3339},
+		reset: "Anthropic-Ratelimit-Output-Tokens-Reset", resetUnit: rfc3339, refills: true},
 
 	// Shopify REST: every plan's bucket drains in 20 seconds (40 calls at
 	// 2/s on standard plans, 400 at 20/s on Shopify Plus).
@@ -133,6 +137,7 @@ func (f fields) appendDialects(rs []reading, ref time.Time) []reading {
 // read reads the dialect's quota from f.
 func (d *dialect) read(f fields, ref time.Time) reading {
 	r := newReading(d.quotaName(f), d.family)
+	r.Refills = d.refills
 	for v := range f.members(d.limit) {
 		v, _, _ = strings.Cut(v, ";")
 		if n, ok := parseCount(strings.TrimRight(v, " \t")); ok {

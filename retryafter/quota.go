@@ -39,6 +39,11 @@ type Quota struct {
 	// time, an HTTP-date, an RFC 3339 time), as limiters with fixed window
 	// boundaries send it, rather than as a delay ("1", "6m0s", IETF t).
 	Absolute bool
+
+	// Refills reports that the reset is when the quota is full again, and
+	// that it refills continuously meanwhile (a token bucket), not all at
+	// once at a window boundary: OpenAI's and Anthropic's quotas.
+	Refills bool
 }
 
 // ParseQuota returns every quota that h describes, in a fixed order: IETF

@@ -29,15 +29,15 @@ func parseQuotaTests() []parseQuotaTest {
 				"x-ratelimit-remaining-requests", "59", "x-ratelimit-remaining-tokens", "149984",
 				"x-ratelimit-reset-requests", "1s", "x-ratelimit-reset-tokens", "6m0s"),
 			want: []retryafter.Quota{
-				{Name: "requests", Limit: 60, Remaining: 59, Reset: time.Second},
-				{Name: "tokens", Limit: 150000, Remaining: 149984, Reset: 6 * time.Minute},
+				{Name: "requests", Limit: 60, Remaining: 59, Reset: time.Second, Refills: true},
+				{Name: "tokens", Limit: 150000, Remaining: 149984, Reset: 6 * time.Minute, Refills: true},
 			},
 		},
 		{
 			name: "OpenAI usage-based tokens",
 			giveH: header("x-ratelimit-limit-tokens_usage_based", "160000",
 				"x-ratelimit-remaining-tokens_usage_based", "0", "x-ratelimit-reset-tokens_usage_based", "9ms"),
-			want: []retryafter.Quota{{Name: "tokens_usage_based", Limit: 160000, Remaining: 0, Reset: 9 * time.Millisecond}},
+			want: []retryafter.Quota{{Name: "tokens_usage_based", Limit: 160000, Remaining: 0, Reset: 9 * time.Millisecond, Refills: true}},
 		},
 		{
 			name: "IETF policies joined by id",
@@ -99,10 +99,10 @@ func parseQuotaTests() []parseQuotaTest {
 				"anthropic-ratelimit-output-tokens-limit", "10000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2013-07-01T17:27:10Z"),
 			giveNow: serverNow,
 			want: []retryafter.Quota{
-				{Name: "requests", Limit: 50, Remaining: 49, Reset: time.Second, Absolute: true},
-				{Name: "tokens", Limit: 90000, Remaining: 89000, Reset: 2 * time.Second, Absolute: true},
-				{Name: "input-tokens", Limit: 80000, Remaining: 79500, Reset: 3 * time.Second, Absolute: true},
-				{Name: "output-tokens", Limit: 10000, Remaining: 0, Reset: 4 * time.Second, Absolute: true},
+				{Name: "requests", Limit: 50, Remaining: 49, Reset: time.Second, Absolute: true, Refills: true},
+				{Name: "tokens", Limit: 90000, Remaining: 89000, Reset: 2 * time.Second, Absolute: true, Refills: true},
+				{Name: "input-tokens", Limit: 80000, Remaining: 79500, Reset: 3 * time.Second, Absolute: true, Refills: true},
+				{Name: "output-tokens", Limit: 10000, Remaining: 0, Reset: 4 * time.Second, Absolute: true, Refills: true},
 			},
 		},
 		{
@@ -125,7 +125,7 @@ func parseQuotaTests() []parseQuotaTest {
 			giveH: header("X-Shopify-Shop-Api-Call-Limit", "1/40", "RateLimit", `"default";r=3`, "x-ratelimit-remaining-requests", "2"),
 			want: []retryafter.Quota{
 				{Name: "default", Limit: unknown, Remaining: 3},
-				{Name: "requests", Limit: unknown, Remaining: 2},
+				{Name: "requests", Limit: unknown, Remaining: 2, Refills: true},
 				{Name: "shopify", Limit: 40, Remaining: 39},
 			},
 		},

@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// UnitRequests is the [Statement.Unit] of a quota counted in requests:
-// the only unit that [Upstream] books. Quotas in other units (an LLM
-// API's tokens) are recorded but not booked.
+// UnitRequests is the [Statement.Unit] of a quota counted in requests.
+// [Upstream.Reserve] books its n units in it; quotas in other units (an
+// LLM API's tokens) are booked by [Upstream.ReserveUnits] with the cost
+// in their unit.
 const UnitRequests = "requests"
 
 // Statement is what an upstream said about one of its quotas in one
@@ -25,7 +26,7 @@ type Statement struct {
 	// IETF policy id).
 	Name string
 	// Unit is what the quota counts: [UnitRequests], or another unit
-	// ("tokens", "input-tokens") that is recorded but not booked.
+	// ("tokens", "input-tokens") that only [Upstream.ReserveUnits] books.
 	Unit string
 	// Limit is the quota's size per window, or -1 when not stated.
 	Limit int
@@ -42,6 +43,11 @@ type Statement struct {
 	// time, an HTTP-date), as limiters with fixed window boundaries state
 	// it, rather than as a delay.
 	Absolute bool
+	// Refills reports that Reset is when the quota is full again and that
+	// it refills continuously until then, as a token bucket (OpenAI's and
+	// Anthropic's quotas): "R left now, L more per period", not "R before
+	// a window boundary".
+	Refills bool
 }
 
 // Limits on what a Statement may say; beyond them a value is absurd.
@@ -59,7 +65,9 @@ const (
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
 // MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
 // cut to maxHold, and negative values become unknown or 0. The Transport
-// reports the changes to its Observer.
+// reports the changes to its Observer. A refilling quota's Reset cut to
+// maxHold raises its Remaining so that it still refills at the stated
+// pace: (Limit − Remaining) / Reset is kept.
 func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	var changed []string
 	if s.Limit == 0 || s.Limit > MaxStatedCount || s.Limit < -1 {
@@ -79,6 +87,10 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 		changed = append(changed, "Remaining")
 	}
 	if s.Reset < 0 || s.Reset > maxHold {
+		if s.Refills && s.Reset > maxHold && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit {
+			s.Remaining = s.Limit - int(float64(s.Limit-s.Remaining)*float64(maxHold)/float64(s.Reset))
+			changed = append(changed, "Remaining")
+		}
 		s.Reset = min(max(s.Reset, 0), maxHold)
 		changed = append(changed, "Reset")
 	}
@@ -153,10 +165,18 @@ type Learner interface {
 // upstream, whose "limit" is a burst and whose "reset" is the time to
 // refill it: there the configured limiter paces after T.
 //
+// A quota that refills continuously ([Statement.Refills]: OpenAI's and
+// Anthropic's, whose reset is when the quota is full again) is a token
+// bucket: R left now, refilling at L per period, the period estimated
+// from the statements as reset × L / (L − R). Units booked since the
+// upstream spoke (sent after half the answer's latency before it
+// arrived, a bound on when the statement was made) are taken off R.
+//
 // A statement holds a key back for at most the max hold ([WithMaxHold],
-// default [DefaultMaxHold]) from its arrival, however far its reset. Only
-// quotas counted in requests are booked; the others are recorded and
-// reported by [Upstream.Stated].
+// default [DefaultMaxHold]) from its arrival, however far its reset.
+// [Upstream.Reserve] books n units on the quotas counted in requests;
+// [Upstream.ReserveUnits] also books a cost of its own on the quotas in
+// other units, such as an LLM API's input and output tokens.
 //
 // Upstream also implements [Pauser], [Deferrer], [Inspector] and
 // [Learner]. It is safe for concurrent use; one mutex guards every key.
@@ -166,8 +186,8 @@ type Upstream struct {
 	maxKeys int
 	maxHold int64
 
-	// heard is set once any key had a quota in requests stated or a
-	// pause: until then the record bounds nothing (see [Upstream.Heard]).
+	// heard is set once any key had a quota stated or a pause: until
+	// then the record bounds nothing (see [Upstream.Heard]).
 	heard atomic.Bool
 
 	mu   sync.Mutex
@@ -176,7 +196,7 @@ type Upstream struct {
 }
 
 // Heard reports whether the upstream has said anything the record
-// books: a quota counted in requests, or a pause, for any key. Until it
+// books: a quota, or a pause, for any key. Until it
 // has, the record admits everything at once and costs its caller only
 // this check: a Transport built with egress.WithUpstream books the
 // configured limiter alone, and tells the record nothing about responses
@@ -185,9 +205,8 @@ func (u *Upstream) Heard() bool { return u.heard.Load() }
 
 // statedKey is the record of one key. Upstream.mu guards it.
 type statedKey struct {
-	quotas   []statedQuota  // booked: quotas counted in requests
-	others   []Statement    // recorded only, as stated
-	inflight int            // units booked and not yet answered or cancelled
+	quotas   []statedQuota  // one per quota name, in any unit
+	inflight int            // requests booked and not yet answered or cancelled
 	flight   []statedFlight // those units by booking, oldest first (answers are taken to come in order)
 	answered int64          // when the last answer or cancel came
 	shift    int64          // the sum of every pause's shift
@@ -196,9 +215,18 @@ type statedKey struct {
 
 // statedFlight is one booking not yet answered.
 type statedFlight struct {
-	b    *statedBooking
-	slot int64
-	n    int
+	b     *statedBooking
+	slot  int64
+	n     int            // requests
+	units map[string]int // the costs in other units, or nil
+}
+
+// of returns how many units of unit f holds.
+func (f *statedFlight) of(unit string) int {
+	if unit == UnitRequests {
+		return f.n
+	}
+	return f.units[unit]
 }
 
 // answered takes n units off the oldest bookings in flight.
@@ -218,14 +246,26 @@ func (k *statedKey) answer(n int) {
 	}
 }
 
-// before returns the units in flight booked for slots before t: those a
-// statement's remaining for the window ending at t must cover. Units
-// booked at or after t count in a later window.
-func (k *statedKey) before(t int64) int {
+// before returns the units of unit in flight booked for slots before t:
+// those a statement's remaining for the window ending at t must cover.
+// Units booked at or after t count in a later window.
+func (k *statedKey) before(unit string, t int64) int {
 	n := 0
-	for _, f := range k.flight {
-		if f.slot+k.shift-f.b.seen < t {
-			n += f.n
+	for i := range k.flight {
+		if f := &k.flight[i]; f.slot+k.shift-f.b.seen < t {
+			n += f.of(unit)
+		}
+	}
+	return n
+}
+
+// since returns the units of unit in flight booked for slots at or after
+// t: those a statement made at t may not have seen.
+func (k *statedKey) since(unit string, t int64) int {
+	n := 0
+	for i := range k.flight {
+		if f := &k.flight[i]; f.slot+k.shift-f.b.seen >= t {
+			n += f.of(unit)
 		}
 	}
 	return n
@@ -235,6 +275,12 @@ func (k *statedKey) before(t int64) int {
 // clock.
 type statedQuota struct {
 	name      string
+	unit      string
+	refills   bool  // a token bucket: reset is when it is full (see refill)
+	period    int64 // a refilling quota's time from empty to full, estimated; 0 when unknown
+	longestR  int64 // the longest reset period was estimated from
+	gap       int64 // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
+	gapAt     int64 // when gap was seen
 	limit     int   // per window, or -1
 	window    int64 // stated or learned, or 0
 	stated    bool  // window came from the upstream
@@ -246,7 +292,7 @@ type statedQuota struct {
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
-	tat       int64 // the next free slot at or after reset, at limit per window
+	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64 // when the statement stops holding anything back
 }
 
@@ -333,25 +379,11 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(u.maxHold))
-		if s.Unit != "" && s.Unit != UnitRequests {
-			k.recordOther(s)
-			continue
-		}
 		if k.record(s, now, sent, u.maxHold) {
 			u.heard.Store(true)
 		}
 	}
 	return nil
-}
-
-// recordOther keeps s, replacing an earlier statement of the same name.
-func (k *statedKey) recordOther(s Statement) {
-	i := slices.IndexFunc(k.others, func(o Statement) bool { return o.Name == s.Name && o.Unit == s.Unit })
-	if i < 0 {
-		k.others = append(k.others, s)
-		return
-	}
-	k.others[i] = s
 }
 
 // record merges the statement s, arrived at now for a request sent at
@@ -362,12 +394,22 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	if s.Remaining < 0 && s.Limit < 0 {
 		return false
 	}
+	unit := s.Unit
+	if unit == "" {
+		unit = UnitRequests
+	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
+	q.unit = unit
+	if s.Refills {
+		k.refill(q, s, now, sent, maxHold)
+		return true
+	}
+	q.refills = false
 	reset := now + int64(s.Reset)
 	precision := int64(time.Millisecond)
 	if s.Reset%time.Second == 0 {
@@ -383,7 +425,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	q.longest = max(q.longest, int64(s.Reset))
 	left := math.MaxInt
 	if s.Remaining >= 0 {
-		left = s.Remaining - k.before(reset)
+		left = s.Remaining - k.before(unit, reset)
 	}
 	p := max(precision, q.precision)
 	switch {
@@ -422,6 +464,83 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	return true
 }
 
+// refill merges s, a statement of a quota that refills continuously (a
+// token bucket whose reset is when it is full again), into q. The
+// statement for the request sent later wins. Its bucket is full at
+// now + reset, or when R refills to L, whichever is later; and the units
+// booked after the upstream spoke, which it has not seen, push that
+// later. The upstream spoke at most half the answer's latency before the
+// answer arrived (a streamed answer's headers leave as the call starts,
+// a whole one's as it ends); when the latency is unknown, every unit in
+// flight counts.
+func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64) {
+	if !q.refills {
+		q.refills, q.period, q.longestR, q.tat, q.sent = true, 0, 0, math.MinInt64, math.MinInt64
+	}
+	if s.Limit > 0 && s.Limit != q.limit {
+		q.limit, q.period, q.longestR = s.Limit, 0, 0
+	}
+	if sent != math.MinInt64 && sent < q.sent {
+		return // an older view of the bucket, arrived late
+	}
+	d := int64(s.Reset)
+	if q.limit > 0 && s.Remaining >= 0 && s.Remaining < q.limit && d > q.longestR {
+		// The longest reset gives the finest estimate: reset and
+		// remaining are rounded by a millisecond and a unit at most.
+		q.longestR = d
+		q.period = min(int64(float64(d)*float64(q.limit)/float64(q.limit-s.Remaining)), max(maxHold, maxPeriod))
+	}
+	full := now + d
+	if s.Remaining >= 0 && q.period > 0 {
+		full = max(full, now+q.cost(q.limit-s.Remaining))
+	}
+	spoke := int64(math.MinInt64)
+	if sent != math.MinInt64 {
+		spoke = now - (now-sent)/2
+	}
+	tat := full + q.cost(k.since(q.unit, spoke))
+	if q.period > 0 && q.tat != math.MinInt64 {
+		// What others spent since the last statement, unseen here: keep
+		// that much in reserve, fading over a period. A token bucket's
+		// reserve costs its size once, not its rate.
+		gap := q.gap - q.gap*min(now-q.gapAt, q.period)/q.period
+		if seen := tat - max(q.tat, now); seen > gap {
+			gap, q.gapAt = seen, now
+		}
+		q.gap = min(gap, q.period/2)
+	}
+	q.tat = tat
+	q.reset, q.raw, q.sent = now+d, s.Remaining, max(sent, q.sent)
+	q.left = s.Remaining
+	q.expires = now + maxHold
+}
+
+// maxPeriod bounds a refilling quota's period, as estimated, so that the
+// arithmetic stays far from overflow. A statement holds nothing back
+// beyond the max hold anyway.
+const maxPeriod = int64(24 * time.Hour)
+
+// cost returns the time a refilling quota takes to refill n units, or 0
+// when its period is unknown.
+func (q *statedQuota) cost(n int) int64 {
+	if q.period <= 0 || q.limit <= 0 || n <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(n) * float64(q.period) / float64(q.limit)))
+}
+
+// level returns how many units a refilling quota holds at now, net of
+// what was booked.
+func (q *statedQuota) level(now int64) int {
+	if q.period <= 0 || q.limit <= 0 {
+		return max(q.left, 0)
+	}
+	if q.tat <= now {
+		return q.limit
+	}
+	return max(q.limit-int(math.Ceil(float64(q.tat-now)*float64(q.limit)/float64(q.period))), 0)
+}
+
 // spacing returns the interval between units after q's reset: the
 // limit per window, or 0 (no pacing after the reset). The window is the
 // stated one; or, when resets are stated as instants (window boundaries,
@@ -451,8 +570,14 @@ func (q *statedQuota) spacing() int64 {
 // earliest returns the first slot at or after from at which q admits n
 // units.
 func (q *statedQuota) earliest(from int64, n int) int64 {
-	if from >= q.expires {
+	if from >= q.expires || n <= 0 {
 		return from
+	}
+	if q.refills {
+		if q.period <= 0 {
+			return from // full when last stated, at a pace not yet known
+		}
+		return max(from, q.tat-q.period+q.cost(n)+q.gap)
 	}
 	if from < q.reset {
 		if q.left >= n {
@@ -481,7 +606,13 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 func (q *statedQuota) book(slot int64, n int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	switch {
-	case slot >= q.expires:
+	case slot >= q.expires || n <= 0:
+	case q.refills:
+		if q.period > 0 {
+			p.tatBefore = q.tat
+			q.tat = max(q.tat, slot) + q.cost(n)
+			p.tatAfter = q.tat
+		}
 	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
@@ -555,6 +686,28 @@ func (u *Upstream) Reserve(ctx context.Context, key string, n int, maxWait time.
 
 // ReserveAfter implements [Deferrer].
 func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
+	return u.reserve(ctx, key, n, nil, after, maxWait)
+}
+
+// ReserveUnits books n requests, and units[u] of every quota counted in
+// the unit u, at one slot no sooner than after from now, as ReserveAfter
+// does: 1 request, and its estimated input and output tokens, of an LLM
+// API that states quotas in each, at the slot the configured limiter
+// gave it. A quota in a unit units does not name takes nothing from this
+// booking. The record does not settle: the upstream's next statement
+// corrects what an estimate overstated. A negative cost is an error
+// naming the unit.
+func (u *Upstream) ReserveUnits(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration) (*Reservation, error) {
+	for unit, c := range units {
+		if c < 0 {
+			return nil, fmt.Errorf("throttle: cost in unit %q must not be negative, got %d", unit, c)
+		}
+	}
+	return u.reserve(ctx, key, n, units, after, maxWait)
+}
+
+// reserve books n requests and units of the other units after after.
+func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
@@ -571,27 +724,30 @@ func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, m
 	if k.inflight > 0 && now-k.answered >= u.maxHold {
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
-	slot := k.earliest(max(now+int64(max(after, 0)), k.paused), n)
+	f := statedFlight{n: n, units: units}
+	slot := k.earliest(max(now+int64(max(after, 0)), k.paused), &f)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
 	}
 	b := &statedBooking{u: u, k: k, slot: slot, seen: k.shift, n: n}
 	for i := range k.quotas {
-		b.parts = append(b.parts, k.quotas[i].book(slot, n))
+		b.parts = append(b.parts, k.quotas[i].book(slot, f.of(k.quotas[i].unit)))
 	}
 	k.inflight += n
-	k.flight = append(k.flight, statedFlight{b: b, slot: slot, n: n})
+	f.b, f.slot = b, slot
+	k.flight = append(k.flight, f)
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
 }
 
 // earliest returns the first slot at or after from that every quota of k
-// admits n units at. Each quota is monotone (a slot that fits keeps
-// fitting later), so raising the slot to each one's earliest converges.
-func (k *statedKey) earliest(from int64, n int) int64 {
+// admits f's units at, each in its own unit. Each quota is monotone (a
+// slot that fits keeps fitting later), so raising the slot to each one's
+// earliest converges.
+func (k *statedKey) earliest(from int64, f *statedFlight) int64 {
 	for changed := true; changed; {
 		changed = false
 		for i := range k.quotas {
-			if s := k.quotas[i].earliest(from, n); s > from {
+			if s := k.quotas[i].earliest(from, f.of(k.quotas[i].unit)); s > from {
 				from, changed = s, true
 			}
 		}
@@ -599,15 +755,18 @@ func (k *statedKey) earliest(from int64, n int) int64 {
 	return from
 }
 
-// left returns how many units k admits before its earliest reset, or 0
-// when it cannot say.
-// left returns what may still be booked before the resets, or
-// math.MaxInt when no live statement bounds the key: the record then
-// leaves the key to the configured limiter, which All's minimum reports.
+// left returns how many requests may still be booked before the resets
+// (for a refilling quota, now), or math.MaxInt when no live statement of
+// a quota in requests bounds the key: the record then leaves the key to
+// the configured limiter, which All's minimum reports.
 func (k *statedKey) left(now int64) int {
 	left := -1
 	for _, q := range k.quotas {
-		if q.reset > now && q.expires > now {
+		switch {
+		case q.unit != UnitRequests || q.expires <= now:
+		case q.refills:
+			left = minRemaining(left, q.level(now))
+		case q.reset > now:
 			left = minRemaining(left, max(q.left, 0))
 		}
 	}
@@ -706,7 +865,7 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return s, nil
 	}
 	s.Remaining = k.left(now)
-	s.Next = time.Duration(k.earliest(max(now, k.paused), 1) - now)
+	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}) - now)
 	s.Ahead = k.inflight
 	s.Paused = time.Duration(max(k.paused-now, 0))
 	return s, nil
@@ -714,8 +873,9 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 
 // Stated returns what the upstream last stated for key, one Statement per
 // quota, with Reset measured from now and Remaining less what was booked
-// since (the quotas in requests), or as stated (the others). It returns
-// nil for a key nothing was stated for.
+// since. For a refilling quota, Reset is when it is full again and
+// Window its period, as estimated. It returns nil for a key nothing was
+// stated for.
 func (u *Upstream) Stated(key string) []Statement {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -729,17 +889,21 @@ func (u *Upstream) Stated(key string) []Statement {
 		if q.expires <= now {
 			continue
 		}
-		s := Statement{Name: q.name, Unit: UnitRequests, Limit: q.limit, Remaining: max(q.left, 0),
-			Reset: time.Duration(max(q.reset-now, 0))}
-		if q.left == math.MaxInt {
+		s := Statement{Name: q.name, Unit: q.unit, Limit: q.limit, Remaining: max(q.left, 0),
+			Reset: time.Duration(max(q.reset-now, 0)), Absolute: q.absolute, Refills: q.refills}
+		switch {
+		case q.refills && q.period > 0:
+			s.Remaining = q.level(now)
+			s.Reset = time.Duration(max(q.tat-now, 0))
+			s.Window = time.Duration(q.period)
+		case q.left == math.MaxInt:
 			s.Remaining = -1
-		}
-		if q.window > 0 {
+		case q.window > 0:
 			s.Window = time.Duration(q.window)
 		}
 		out = append(out, s)
 	}
-	return append(out, k.others...)
+	return out
 }
 
 var (

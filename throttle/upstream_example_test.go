@@ -63,3 +63,33 @@ func ExampleAdaptive() {
 	// 70/s after a 429
 	// 10/s once the upstream states 600 per minute
 }
+
+// An LLM API said its output tokens refill like a token bucket: 400 of
+// 1 000 left, full again in 600 ms (so 1 000 per second). Each call books
+// 1 request and its max_tokens of output: the record lets the first
+// through at once and the others as the bucket refills.
+func ExampleUpstream_ReserveUnits() {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	_ = u.Learn(ctx, "api.example.com", throttle.Outcome{Statements: []throttle.Statement{{
+		Name: "output-tokens", Unit: "output-tokens", Limit: 1000, Remaining: 400,
+		Reset: 600 * time.Millisecond, Refills: true,
+	}}})
+	for range 3 {
+		r, err := u.ReserveUnits(ctx, "api.example.com", 1, map[string]int{"output-tokens": 400}, 0, -1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(r.Delay)
+	}
+	// Output:
+	// 0s
+	// 400ms
+	// 800ms
+}

@@ -240,7 +240,8 @@ func TestUpstreamStated(t *testing.T) {
 	tokens := throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 10, Reset: time.Second}
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(10, 5, time.Second, time.Second), tokens}}))
 	clk.Advance(400 * time.Millisecond)
-	assert.Equal(t, []throttle.Statement{requests(10, 5, 600*time.Millisecond, time.Second), tokens}, u.Stated("k"))
+	tokens.Reset = 600 * time.Millisecond
+	assert.Equal(t, []throttle.Statement{requests(10, 5, 600*time.Millisecond, time.Second), tokens}, u.Stated("k"), "every reset measured from now")
 }
 
 func TestStatementClamp(t *testing.T) {
@@ -257,6 +258,8 @@ func TestStatementClamp(t *testing.T) {
 		{name: "reset years ahead", give: requests(10, 0, 5*365*24*time.Hour, 0), wantUsed: requests(10, 0, time.Minute, 0), wantChanged: []string{"Reset"}},
 		{name: "negative reset", give: requests(10, 0, -time.Second, 0), wantUsed: requests(10, 0, 0, 0), wantChanged: []string{"Reset"}},
 		{name: "huge window", give: requests(10, 0, time.Second, 48*time.Hour), wantUsed: requests(10, 0, time.Second, time.Minute), wantChanged: []string{"Window"}},
+		{name: "a refilling quota's reset beyond the hold keeps its pace", give: throttle.Statement{Name: "t", Limit: 1000, Remaining: 400, Reset: 3 * time.Minute, Refills: true},
+			wantUsed: throttle.Statement{Name: "t", Limit: 1000, Remaining: 800, Reset: time.Minute, Refills: true}, wantChanged: []string{"Remaining", "Reset"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -352,9 +355,8 @@ func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
 }
 
-// The record has heard nothing until a quota in requests is stated or a
-// key is paused: answers without statements, and token quotas, leave it
-// quiet.
+// The record has heard nothing until a quota is stated or a key is
+// paused: answers without statements leave it quiet.
 func TestUpstreamHeard(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -367,7 +369,7 @@ func TestUpstreamHeard(t *testing.T) {
 		}, false},
 		{"a token quota", func(u *throttle.Upstream) error {
 			return u.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{{Name: "tokens", Unit: "tokens", Limit: 10, Remaining: 0, Reset: time.Second}}})
-		}, false},
+		}, true},
 		{"a quota in requests", func(u *throttle.Upstream) error {
 			return u.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{requests(10, 3, time.Second, 0)}})
 		}, true},
