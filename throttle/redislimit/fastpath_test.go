@@ -141,7 +141,7 @@ func TestBucketFastPath(t *testing.T) {
 				bs[i] = b
 			}
 			rng := rand.New(rand.NewPCG(tt.giveSeed, 0))
-			interval := time.Duration(bs[0].limits[0].interval) * time.Microsecond
+			interval := time.Duration(bs[0].limits[0].nanos())
 			span := interval * time.Duration(bs[0].limits[0].burst)
 			keys := []string{"a", "b", "c"}
 			var bookings [][2]*booking
