@@ -25,6 +25,7 @@ func TestTokenBucketHighRateKeepsItsRate(t *testing.T) {
 	}{
 		{"30k per second", throttle.Rate{N: 30_000, Per: time.Second}, 3_000, 100 * ms},
 		{"150M per minute", throttle.Rate{N: 150_000_000, Per: time.Minute}, 250_000, 100 * ms},
+		{"1e9 per second", throttle.Rate{N: 1_000_000_000, Per: time.Second}, 1_000_000, ms},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := startRedis(t)
