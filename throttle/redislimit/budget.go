@@ -75,8 +75,9 @@ type limit struct {
 	suffix string // names the limit's key: <algo>:<n>/<per>
 	most   int    // the most units one call can get
 
-	// GCRA (tb, lb): microseconds between units, units at once.
-	interval, burst int64
+	// GCRA (tb, lb): the time between units, interval µs and sub ns
+	// (sub 0: see gcraLimit), and units at once.
+	interval, sub, burst int64
 	// Windows (fw, sl, swc): units per window, and (µs) its length,
 	// offset and tolerance.
 	perWindow, window, offset, tolerance int64
@@ -86,7 +87,7 @@ type limit struct {
 func (l limit) args(a []any) []any {
 	switch l.algo {
 	case "tb", "lb":
-		return append(a, l.algo, l.interval, l.burst)
+		return append(a, l.algo, l.interval, l.sub, l.burst)
 	case "fw":
 		return append(a, l.algo, l.perWindow, l.window, l.offset, l.tolerance)
 	}

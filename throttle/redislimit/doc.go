@@ -88,16 +88,17 @@
 // the token bucket's, for instance, are its booking sequence (counted
 // from the server's time when the state was made), the booking that may
 // still be cancelled, the pause epoch and shift it has applied, and its
-// theoretical arrival time (microseconds of the server's TIME), then the
-// offset of the next unread byte, which struct.unpack adds:
+// theoretical arrival time (microseconds of the server's TIME, rounded
+// up), then the offset of the next unread byte, which struct.unpack adds:
 //
 //	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
 //	HGETALL 'egress:{api.example.com}:pause'
 //	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
 //
 // A token bucket's string goes on with the fields settles need (the
-// seq its state started at, cut and gone), then two numbers per slack
-// entry (see gcra.lua). A fixed window packs eight numbers (the same
+// seq its state started at, cut and gone), then owe, the nanoseconds its
+// arrival time lies past the exact one, then two numbers per slack entry
+// (see gcra.lua). A fixed window packs eight numbers (the same
 // four, then its window index, count, spill and latest slot) followed by
 // three per booking still ahead; a sliding counter packs nine ('<i8'
 // nine times). A key's settles applied in the last minute are kept by

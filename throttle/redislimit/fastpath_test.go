@@ -124,6 +124,28 @@ func TestBucketFastPath(t *testing.T) {
 			},
 			giveSeed: 4,
 		},
+		{
+			name: "token bucket 30000/s burst 50", // 33 334 ns: µs and ns
+			give: func(rdb redis.Scripter, c *clock) (*budget, error) {
+				l, err := NewTokenBucket(rdb, throttle.PerSecond(30_000), 50, c.option())
+				if err != nil {
+					return nil, err
+				}
+				return l.budget, nil
+			},
+			giveSeed: 5,
+		},
+		{
+			name: "leaky bucket 150M/min capacity 99", // 400 ns: less than a µs
+			give: func(rdb redis.Scripter, c *clock) (*budget, error) {
+				l, err := NewLeakyBucket(rdb, throttle.PerMinute(150_000_000), 99, c.option())
+				if err != nil {
+					return nil, err
+				}
+				return l.budget, nil
+			},
+			giveSeed: 6,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,7 +163,7 @@ func TestBucketFastPath(t *testing.T) {
 				bs[i] = b
 			}
 			rng := rand.New(rand.NewPCG(tt.giveSeed, 0))
-			interval := time.Duration(bs[0].limits[0].interval) * time.Microsecond
+			interval := time.Duration(bs[0].limits[0].nanos())
 			span := interval * time.Duration(bs[0].limits[0].burst)
 			keys := []string{"a", "b", "c"}
 			var bookings [][2]*booking

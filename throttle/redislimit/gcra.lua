@@ -1,20 +1,24 @@
 -- gcra.lua: the token bucket ('tb') and the leaky bucket ('lb'), both
 -- GCRA as in throttle/gcra.go. State: tat, the theoretical arrival time:
--- the bucket is full once now reaches it. Parameters: interval, the
--- spacing of units; burst, how many may go at once (a leaky bucket's
--- capacity plus one).
+-- the bucket is full once now reaches it. Parameters: interval and sub,
+-- the spacing of units, interval µs and sub ns (sub is 0 when the bucket's
+-- span is too long for nanoseconds to stay exact in doubles; the interval
+-- is then rounded up to whole µs); burst, how many may go at once (a
+-- leaky bucket's capacity plus one). tat is kept in whole µs, rounded up,
+-- and owe, the ns it lies past the exact one (0 to 999), so that units of
+-- a fraction of a µs add up exactly: slots are rounded up, never down.
 --
 -- What a settle may give back, as throttle/gcra.go keeps it: first, the
 -- seq the state started at (the server's time when it was made, so that
 -- a booking of a state since dropped has a seq no later than it: a
 -- stale one); cut, the booking from which the current run of slack
 -- starts (bookings before it give back nothing); gone, all that settles
--- have given back (µs of tat). Past the packed fields, the slack of the
+-- have given back (µs of tat, rounded up); owe, as above. Past the packed fields, the slack of the
 -- run's bookings as (seq, level) pairs, '<i8i8' each, oldest first, at
 -- most maxSlack, with levels rising: the hot path reads them only to
 -- push one (see pushSlack).
 defines.tb = function()
-  local gcra = {packed = packed({'tat', 'first', 'cut', 'gone'}), params = {'interval', 'burst'}}
+  local gcra = {packed = packed({'tat', 'first', 'cut', 'gone', 'owe'}), params = {'interval', 'sub', 'burst'}}
 
   -- maxSlack bounds the slack entries a key keeps, as in process.
   local maxSlack = 64
@@ -29,21 +33,63 @@ defines.tb = function()
 
   function gcra.save(p) savePacked(p, p.state.tat - now) end
 
+  -- ceilDiv returns ceil(x / d), exact for whole x and d below 2^53.
+  local function ceilDiv(x, d)
+    local r = math.fmod(x, d)
+    local q = (x - r) / d
+    if r > 0 then q = q + 1 end
+    return q
+  end
+
+  -- move moves the exact tat by us µs and ns ns.
+  local function move(p, us, ns)
+    local s = p.state
+    local x = ns - s.owe
+    local q = ceilDiv(x, 1000)
+    s.tat, s.owe = s.tat + us + q, q * 1000 - x
+  end
+
+  -- advance sets tat to max(tat, slot) plus k units.
+  local function advance(p, slot, k)
+    local s = p.state
+    if slot >= s.tat then s.tat, s.owe = slot, 0 end
+    move(p, k * p.interval, k * p.sub)
+  end
+
+  -- slackAt returns how far the exact tat lies past slot, in whole µs
+  -- rounded down.
+  local function slackAt(p, slot)
+    local s = p.state
+    local slack = s.tat - slot
+    if s.owe > 0 then slack = slack - 1 end
+    return math.max(slack, 0)
+  end
+
   function gcra.earliest(p, at, n)
-    return math.max(at, p.state.tat + (n - p.burst) * p.interval)
+    local s = p.state
+    return math.max(at, s.tat + (n - p.burst) * p.interval + ceilDiv((n - p.burst) * p.sub - s.owe, 1000))
+  end
+
+  -- behind returns the span the exact tat lies past at, in whole units
+  -- rounded up.
+  local function behind(p, at)
+    local s = p.state
+    if s.tat <= at then return 0 end
+    if p.sub == 0 then return ceilDiv(s.tat - at, p.interval) end
+    return math.max(ceilDiv((s.tat - at) * 1000 - s.owe, p.interval * 1000 + p.sub), 0)
   end
 
   -- left returns the units left in the bucket at the given time.
   local function gcraLeft(p, at)
-    return math.floor(math.max(p.burst * p.interval - math.max(p.state.tat - at, 0), 0) / p.interval)
+    return math.max(p.burst - behind(p, at), 0)
   end
 
   function gcra.remaining(p) return gcraLeft(p, now) end
 
   -- ahead reports the span booked past now in whole units, rounded up.
-  function gcra.ahead(p)
-    return math.ceil(math.max(p.state.tat - now, 0) / p.interval)
-  end
+  function gcra.ahead(p) return behind(p, now) end
+
+  gcra.advance, gcra.slackAt = advance, slackAt -- for a lease (slotlease.lua)
 
   -- pushSlack records the slack of booking seq (how far tat lay past its
   -- slot): 0 starts a new run; otherwise its level (slack + gone) goes
@@ -90,23 +136,24 @@ defines.tb = function()
     local s = p.state
     local before = -1 -- the booking this one follows, if it may still be cancelled
     if s.tat >= slot then before = s.latest end
-    local slack = math.max(s.tat - slot, 0)
-    local gap = math.max(slot - s.tat, 0) -- idle before the slot
-    s.tat = math.max(s.tat, slot) + n * p.interval
+    local slack = slackAt(p, slot)
+    local gap, owed = 0, 0 -- idle before the slot: gap µs and owed ns
+    if slot >= s.tat then gap, owed = slot - s.tat, s.owe end
+    advance(p, slot, n)
     s.seq = s.seq + 1
     s.latest = s.seq
     pushSlack(p, s.seq, slack)
-    return gcraLeft(p, slot), token(s.seq, before, gap)
+    return gcraLeft(p, slot), token(s.seq, before, gap, owed)
   end
 
   -- give takes the units back only from the latest booking, and the idle
   -- stretch its slot left before it (as in process, tat goes back to
   -- where it was, plus what settles changed since): its token is {seq,
-  -- the booking before it, that stretch}.
+  -- the booking before it, that stretch in µs and ns}.
   function gcra.give(p, tok, n)
     local s = p.state
     if s.latest ~= tok[1] then return false end
-    s.tat = s.tat - n * p.interval - (tok[3] or 0)
+    move(p, -n * p.interval - (tok[3] or 0), -n * p.sub - (tok[4] or 0))
     s.latest = tok[2]
     return true
   end
@@ -122,31 +169,35 @@ defines.tb = function()
   function gcra.settle(p, tok, n, delta, slot, stale)
     local s = p.state
     stale = stale or (tok and tok[1] <= s.first)
-    local before = s.tat
     if delta > 0 and stale and p.new then
-      s.tat = now + delta * p.interval -- nothing on record: the dropped tat lay no later than now
+      s.tat, s.owe = now, 0 -- nothing on record: the dropped tat lay no later than now
+      move(p, delta * p.interval, delta * p.sub)
     elseif delta > 0 and not tok and not stale then
       s.seq = s.seq + 1
       s.latest = -1 -- units lie after the latest booking's now
-      s.tat = math.max(s.tat, slot) + delta * p.interval
-      pushSlack(p, s.seq, math.max(before - slot, 0))
+      local slack = slackAt(p, slot)
+      advance(p, slot, delta)
+      pushSlack(p, s.seq, slack)
     elseif delta > 0 then
-      s.tat = s.tat + delta * p.interval
+      move(p, delta * p.interval, delta * p.sub)
     elseif not stale and tok then
-      local back = -delta * p.interval
+      local us, ns = delta * p.interval, delta * p.sub -- what goes back, negated
       if tok[1] ~= s.seq and tok[1] ~= s.latest then -- not the latest one standing
         local least = slackAfter(p, tok[1])
-        if least >= 0 then back = math.min(back, least) end
+        local over = least < -us -- the slack after it is less than what goes back
+        if p.sub ~= 0 then over = least * 1000 < -(us * 1000 + ns) end
+        if least >= 0 and over then us, ns = -least, 0 end
       end
-      s.tat = s.tat - back
-      s.gone = s.gone + back
+      move(p, us, ns)
+      s.gone = s.gone - us + ceilDiv(-ns, 1000)
     end
   end
 
   function gcra.shift(p, at, d)
     local s = p.state
     if s.tat < at then s.latest = -1 end
-    s.tat = math.max(s.tat, at) + d
+    if at >= s.tat then s.tat, s.owe = at, 0 end
+    s.tat = s.tat + d
   end
   return gcra
 end

@@ -26,7 +26,9 @@ func TestLeakyBucketIsNginxBurst(t *testing.T) {
 		wantLast     time.Duration // the last one's Delay
 	}{
 		{"strict spacing", throttle.PerSecond(10), 0, 0, 5, -1, 1, 400 * ms},
-		{"burst 8 at 48/s", throttle.PerSecond(48), 8, 0, 600, 30 * time.Second, 9, 591 * 20834 * time.Microsecond},
+		// 591 intervals of 1/48 s rounded up to the ns (20 833 334 ns), the
+		// slot rounded up to the µs.
+		{"burst 8 at 48/s", throttle.PerSecond(48), 8, 0, 600, 30 * time.Second, 9, (591*20_833_334*time.Nanosecond + time.Microsecond - 1).Truncate(time.Microsecond)},
 		{"tolerance spares capacity", throttle.PerSecond(100), 4, 15 * ms, 5, -1, 3, 20 * ms},
 		{"tolerance lengthens the interval", throttle.PerSecond(100), 0, 5 * ms, 3, -1, 1, 30 * ms},
 	}

@@ -44,6 +44,16 @@ var settleCases = []struct {
 		l, _ := throttle.NewLeakyBucket(throttle.PerSecond(20), 4, throttle.WithClock(c.now))
 		return r, l, 1
 	}},
+	{name: "token bucket at 30 000/s", pauses: true, anyCancel: true, build: func(rdb redis.Scripter, cl *Client, c *clock) (throttle.Limiter, throttle.Limiter, int) {
+		r, _ := NewTokenBucket(rdb, throttle.PerSecond(30_000), 64, WithClient(cl))
+		l, _ := throttle.NewTokenBucket(throttle.PerSecond(30_000), 64, throttle.WithClock(c.now))
+		return r, l, 1
+	}},
+	{name: "leaky bucket at 150M/min", pauses: true, anyCancel: true, build: func(rdb redis.Scripter, cl *Client, c *clock) (throttle.Limiter, throttle.Limiter, int) {
+		r, _ := NewLeakyBucket(rdb, throttle.PerMinute(150_000_000), 999, WithClient(cl))
+		l, _ := throttle.NewLeakyBucket(throttle.PerMinute(150_000_000), 999, throttle.WithClock(c.now))
+		return r, l, 1
+	}},
 	{name: "fixed window", phase: 10 * time.Second, pauses: true, build: func(rdb redis.Scripter, cl *Client, c *clock) (throttle.Limiter, throttle.Limiter, int) {
 		r, _ := NewFixedWindow(rdb, 12, time.Second, WithClient(cl))
 		l, _ := throttle.NewFixedWindow(12, time.Second, throttle.WithClock(c.now))

@@ -130,7 +130,7 @@ func newLeases(b *budget, cfg config) (*leases, error) {
 	// keeps a span's units of its burst in reserve: any window of the
 	// fleet's then holds no more than the configured limit.
 	lim := &b.limits[0]
-	keep := (cfg.slotLease.Microseconds() + lim.interval - 1) / lim.interval
+	keep := (cfg.slotLease.Nanoseconds() + lim.nanos() - 1) / lim.nanos()
 	if keep >= lim.burst {
 		return nil, fmt.Errorf("redislimit: WithSlotLease of %v keeps %d units in reserve, more than the burst of %d allows; shorten it or raise the burst", cfg.slotLease, keep, lim.burst)
 	}
@@ -177,8 +177,9 @@ type keyLease struct {
 }
 
 // block is one lease: k units, the first next of them handed out or
-// dropped. Times are the server's microseconds; off converts them to
-// local ns, late by the reply's trip.
+// dropped. Times are the server's microseconds, but tat and interval,
+// which are its nanoseconds, as the script adds them up (gcra.lua); off
+// converts microseconds to local ns, late by the reply's trip.
 type block struct {
 	next, k                     int
 	first, tat, interval, burst int64
@@ -190,8 +191,22 @@ type block struct {
 
 // slot returns the local due time of unit i (0-based).
 func (bl *block) slot(i int) int64 {
-	us := max(bl.first, bl.tat+(int64(i)+1-bl.burst)*bl.interval)
-	return us*1000 + bl.off
+	return bl.micros(i)*1000 + bl.off
+}
+
+// micros returns the server's due time of unit i (0-based), rounded up to
+// a whole microsecond as the script rounds a slot.
+func (bl *block) micros(i int) int64 {
+	return max(bl.first, ceilMicros(bl.tat+(int64(i)+1-bl.burst)*bl.interval))
+}
+
+// ceilMicros returns ns nanoseconds in whole microseconds, rounded up.
+func ceilMicros(ns int64) int64 {
+	us := ns / 1000 // toward zero: rounded up when ns < 0
+	if ns%1000 > 0 {
+		us++
+	}
+	return us
 }
 
 // unit returns unit i of bl as a block of its own: what Cancel puts back.
@@ -199,8 +214,8 @@ func (bl *block) slot(i int) int64 {
 // bucket's latest booking).
 func (bl *block) unit(i int) *block {
 	u := *bl
-	us := max(bl.first, bl.tat+(int64(i)+1-bl.burst)*bl.interval)
-	u.next, u.k, u.first, u.tat, u.burst = 0, 1, us, us, 1
+	us := bl.micros(i)
+	u.next, u.k, u.first, u.tat, u.burst = 0, 1, us, us*1000, 1
 	u.seq, u.before = -1, -1
 	return &u
 }
@@ -221,12 +236,13 @@ func (kl *keyLease) put(units []*block, now int64) {
 	}
 }
 
-// tatAfter returns the bucket's tat had the block booked only j units.
+// tatAfter returns the bucket's tat (ns) had the block booked only j
+// units.
 func (bl *block) tatAfter(j int) int64 {
 	if j == 0 {
 		return bl.tat
 	}
-	return max(bl.tat, bl.first) + int64(j)*bl.interval
+	return max(bl.tat, bl.first*1000) + int64(j)*bl.interval
 }
 
 func (l *leases) key(key string) *keyLease {
@@ -537,7 +553,7 @@ func (l *leases) renew(kl *keyLease, ks []string, want int, after, horizon int64
 	}()
 	lim := l.b.limits[0]
 	keys := append(ks[:2:2], ks[1]+":live")
-	args := []any{"lease", c.frozenMicros(), 1, lim.algo, lim.interval, lim.burst,
+	args := []any{"lease", c.frozenMicros(), 1, lim.algo, lim.interval, lim.sub, lim.burst,
 		want, horizon, after, l.id, int64(liveFor(time.Duration(l.span)) / time.Microsecond), c.channel}
 	sent := c.now()
 	v, err := c.runScript(context.Background(), l.script, keys, args)
@@ -595,17 +611,17 @@ func (kl *keyLease) lastSlot() int64 {
 // parse reads a lease reply: the block (k 0 when empty), how long until a
 // unit fits when empty (ns), and the live processes.
 func (l *leases) parse(v any, sent, arrived int64) (*block, int64, int64, error) {
-	a, err := array(v, 10, "lease")
+	a, err := array(v, 11, "lease")
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	f, err := integers(a, "k", "delay", "live", "epoch", "shifted", "now", "first", "tat", "seq", "before")
+	f, err := integers(a, "k", "delay", "live", "epoch", "shifted", "now", "first", "tat", "seq", "before", "owe")
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	lim := l.b.limits[0]
 	bl := &block{
-		k: int(f[0]), first: f[6], tat: f[7], interval: lim.interval, burst: lim.burst,
+		k: int(f[0]), first: f[6], tat: f[7]*1000 - f[10], interval: lim.nanos(), burst: lim.burst,
 		off: arrived - f[5]*1000, grace: arrived - sent + l.span,
 		epoch: f[3], shifted: f[4], seq: f[8], before: f[9],
 	}
@@ -623,7 +639,7 @@ func (l *leases) outage(ctx context.Context, kl *keyLease, key string, n int, ma
 	defer kl.mu.Unlock()
 	lim := l.b.limits[0]
 	live := kl.live
-	interval := lim.interval * 1000 * live
+	interval := lim.nanos() * live
 	burst := max(lim.burst/live, 1)
 	if int64(n) > burst {
 		return nil, nil, fmt.Errorf("%w: n is %d, the share holds %d", throttle.ErrExceedsCapacity, n, burst)
@@ -677,8 +693,10 @@ func (l *leases) giveBack(ks []string, bl *block, c *Client) bool {
 	if bl.next > 0 {
 		latest = bl.seq // what is left of it stays the latest booking
 	}
-	args := []any{"giveback", c.frozenMicros(), 1, lim.algo, lim.interval, lim.burst,
-		bl.seq, latest, bl.tatAfter(bl.next), bl.epoch, bl.shifted, c.channel}
+	tat := bl.tatAfter(bl.next)
+	us := ceilMicros(tat)
+	args := []any{"giveback", c.frozenMicros(), 1, lim.algo, lim.interval, lim.sub, lim.burst,
+		bl.seq, latest, us, us*1000 - tat, bl.epoch, bl.shifted, c.channel}
 	v, err := c.runScript(context.Background(), l.script, keys, args)
 	if err != nil {
 		return false

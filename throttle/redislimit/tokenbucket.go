@@ -26,8 +26,11 @@ type TokenBucket struct {
 }
 
 // NewTokenBucket returns a token bucket per key, kept in rdb, that
-// refills at r and holds at most burst units. Each key starts full. Times
-// are kept in microseconds, and the interval is rounded up to one.
+// refills at r and holds at most burst units. Each key starts full. The
+// interval is r's, in nanoseconds rounded up as in process, and the
+// script adds it up exactly; a slot is rounded up to a whole microsecond.
+// When burst intervals last longer than about 13 days, the interval is
+// rounded up to a whole microsecond instead.
 func NewTokenBucket(rdb redis.Scripter, r throttle.Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("redislimit: burst must be at least 1, got %d", burst)
@@ -59,9 +62,22 @@ func gcraLimit(algo string, r throttle.Rate, burst int, opts []Option) (limit, c
 	if err != nil {
 		return limit{}, config{}, err
 	}
+	var sub int64
+	if interval <= maxNanos/time.Duration(burst) {
+		us, sub = int64(interval/time.Microsecond), int64(interval%time.Microsecond)
+	}
 	most := burst - keep
-	return limit{algo: algo, suffix: algo + ":" + r.String(), most: most, interval: us, burst: int64(most)}, cfg, nil
+	return limit{algo: algo, suffix: algo + ":" + r.String(), most: most, interval: us, sub: sub, burst: int64(most)}, cfg, nil
 }
+
+// maxNanos bounds a bucket's span (burst × interval) for the script to
+// add its interval up in nanoseconds: sums of a few such spans stay exact
+// in Lua's doubles. A longer span has its interval rounded up to a whole
+// microsecond.
+const maxNanos = 1 << 50
+
+// nanos returns a GCRA limit's interval in nanoseconds.
+func (l limit) nanos() int64 { return l.interval*1000 + l.sub }
 
 // maxMicros bounds every span the script adds up, so that sums of a few
 // of them stay exact in Lua's doubles (2^53) on top of the Unix time.
