@@ -44,10 +44,11 @@ import (
 //     fits, and refuses every caller who will not wait that long at
 //     once, with no round trip on the caller's path. The first such
 //     refusal leases, in the background, the units from then on (once
-//     for each such time learned), for the callers who come when they
-//     are due: else the other processes, which book up to a span ahead,
-//     would have booked past that time again when it came, and a
-//     process whose callers use maxWait 0 would admit nothing. The
+//     for each such time learned, and when callers come at least twice
+//     a span), for the callers who come when they are due: else the
+//     other processes, which book up to a span ahead, would have booked
+//     past that time again when it came, and a process whose callers
+//     use maxWait 0 would admit nothing. The
 //     callers who will wait share one lease from then on; when other
 //     processes book ahead of it twice running, a caller books one unit
 //     in Redis, as without WithSlotLease.
@@ -324,8 +325,9 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 			// The other processes book up to a span ahead, so that by
 			// spent they have booked past it again: the units from
 			// spent on are leased now, once per spent learned, for the
-			// callers who come when they are due.
-			if kl.renewing == nil && kl.ahead != kl.spent {
+			// callers who come when they are due; unless callers come
+			// less than twice a span, who would mostly find them gone.
+			if kl.renewing == nil && kl.ahead != kl.spent && kl.rate*float64(l.span) >= 2e9 {
 				kl.ahead = kl.spent
 				l.renewLocked(kl, ks, n)
 			}

@@ -487,16 +487,25 @@ func TestSlotLeaseAllowFair(t *testing.T) {
 				for step := range 3000 { // 3 s
 					for p, l := range ls {
 						maxWait := hotWait
-						if p == allow {
-							if step%3 != 0 {
-								continue
-							}
-							maxWait = 0
+						if p == allow && step%3 != 0 {
+							continue
 						}
-						r, err := l.Reserve(ctx, "api", 1, maxWait)
-						require.NoError(t, err)
-						if r.OK {
-							admitted = append(admitted, clk.us.Load()+r.Delay.Microseconds())
+						var at int64 = -1
+						if p == allow {
+							ok, err := throttle.Allow(ctx, l, "api", 1)
+							require.NoError(t, err)
+							if ok {
+								at = clk.us.Load()
+							}
+						} else {
+							r, err := l.Reserve(ctx, "api", 1, maxWait)
+							require.NoError(t, err)
+							if r.OK {
+								at = clk.us.Load() + r.Delay.Microseconds()
+							}
+						}
+						if at >= 0 {
+							admitted = append(admitted, at)
 							got[p]++
 						}
 						settle(l)
@@ -513,4 +522,34 @@ func TestSlotLeaseAllowFair(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSlotLeaseAllowSparse: a process whose Allow callers come less than
+// twice a span books nothing ahead when refused, so that it loses no
+// units and makes no more calls than before it could book ahead (10 here,
+// where booking ahead made 16 and lost 5 units).
+func TestSlotLeaseAllowSparse(t *testing.T) {
+	srv := startRedis(t)
+	clk := newClock(0)
+	hot := leased(t, srv.client(t), clk)
+	rdb := srv.client(t)
+	var calls int
+	rdb.AddHook(countHook{&calls})
+	sparse := leased(t, rdb, clk)
+	ctx := context.Background()
+	asks := 0
+	for step := range 3000 { // 3 s
+		_, err := hot.Reserve(ctx, "api", 1, 100*ms)
+		require.NoError(t, err)
+		settle(hot)
+		if step%500 == 250 {
+			_, err := throttle.Allow(ctx, sparse, "api", 1)
+			require.NoError(t, err)
+			settle(sparse)
+			asks++
+		}
+		clk.advance(ms)
+	}
+	assert.LessOrEqual(t, calls, 2*asks, "calls of the sparse process")
+	assert.Zero(t, sparse.leases.key("api").dropped, "units the sparse process leased and lost")
 }
