@@ -42,9 +42,16 @@ import (
 // Other behaviour follows from the units being bookings:
 //   - A process whose lease comes back empty knows when the next unit
 //     fits, and refuses every caller who will not wait that long at
-//     once, with no round trip. The callers who will wait share one
-//     lease from then on; when other processes book ahead of it twice
-//     running, a caller books one unit in Redis, as without WithSlotLease.
+//     once, with no round trip on the caller's path. The first such
+//     refusal leases, in the background, the units from then on (once
+//     for each such time learned, and when callers come at least twice
+//     a span), for the callers who come when they are due: else the
+//     other processes, which book up to a span ahead, would have booked
+//     past that time again when it came, and a process whose callers
+//     use maxWait 0 would admit nothing. The
+//     callers who will wait share one lease from then on; when other
+//     processes book ahead of it twice running, a caller books one unit
+//     in Redis, as without WithSlotLease.
 //   - A pause moves the units in Redis. A process that learns of it (by
 //     pub/sub or from a reply) drops the units it holds, and its next
 //     lease comes back empty, with the pause's end as Delay.
@@ -161,6 +168,7 @@ type keyLease struct {
 	blocks   []*block      // oldest first
 	renewing chan struct{} // closed when the lease call on the wire ends
 	spent    int64         // local ns: nothing fits in Redis before it
+	ahead    int64         // the spent a lease was last booked from, for refused callers
 	seen     [2]int64      // the pause epoch and shift spent was learned under
 	asked    int           // units asked for since askedAt
 	askedAt  int64         // when the rate was last measured
@@ -330,6 +338,15 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 		}
 		wait := func(d int64) bool { return maxWait >= 0 && time.Duration(d) > maxWait }
 		if kl.spent > now && wait(kl.spent-now) {
+			// The other processes book up to a span ahead, so that by
+			// spent they have booked past it again: the units from
+			// spent on are leased now, once per spent learned, for the
+			// callers who come when they are due; unless callers come
+			// less than twice a span, who would mostly find them gone.
+			if kl.renewing == nil && kl.ahead != kl.spent && kl.rate*float64(l.span) >= 2e9 {
+				kl.ahead = kl.spent
+				l.renewLocked(kl, ks, n)
+			}
 			d := kl.spent - now - int64(maxWait)
 			kl.mu.Unlock()
 			return throttle.Refused(time.Duration(d), 0), nil, nil

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -458,4 +459,97 @@ func TestSlotLeaseCancel(t *testing.T) {
 	kl.mu.Lock()
 	assert.Equal(t, held, kl.held(), "a unit a span past its slot does not come back")
 	kl.mu.Unlock()
+}
+
+// TestSlotLeaseAllowFair: a process whose callers all use maxWait 0
+// (Allow), asking every 3 ms, still gets its share of a budget that the
+// other processes, hot with callers who wait up to a span or less, keep
+// booking ahead; and so do the hot ones. Each process asks far above the
+// 100/s the bucket gives, so a fair share is 1/procs of what the fleet
+// admits: every process must admit at least half of it. Before a local
+// refusal leased the units from when the next one fits, with 4 processes
+// the Allow-only process admitted 2 of about 310, and with callers who
+// wait 100 ms so did one hot process (4).
+func TestSlotLeaseAllowFair(t *testing.T) {
+	for _, procs := range []int{2, 3, 4} {
+		for _, hotWait := range []time.Duration{30 * ms, 100 * ms} {
+			t.Run(fmt.Sprintf("%d processes, hot wait %v", procs, hotWait), func(t *testing.T) {
+				rdb := startRedis(t).client(t)
+				clk := newClock(0)
+				ls := make([]*TokenBucket, procs)
+				for i := range ls {
+					ls[i] = leased(t, rdb, clk)
+				}
+				allow := procs - 1 // it asks last in each ms
+				ctx := context.Background()
+				var admitted []int64
+				got := make([]int, procs)
+				for step := range 3000 { // 3 s
+					for p, l := range ls {
+						maxWait := hotWait
+						if p == allow && step%3 != 0 {
+							continue
+						}
+						var at int64 = -1
+						if p == allow {
+							ok, err := throttle.Allow(ctx, l, "api", 1)
+							require.NoError(t, err)
+							if ok {
+								at = clk.us.Load()
+							}
+						} else {
+							r, err := l.Reserve(ctx, "api", 1, maxWait)
+							require.NoError(t, err)
+							if r.OK {
+								at = clk.us.Load() + r.Delay.Microseconds()
+							}
+						}
+						if at >= 0 {
+							admitted = append(admitted, at)
+							got[p]++
+						}
+						settle(l)
+					}
+					clk.advance(ms)
+				}
+				slices.Sort(admitted)
+				assert.Equal(t, -1, conforms(admitted, 10000, 20), "a unit went out where the configured bucket would refuse it")
+				t.Logf("admitted per process (the last Allow-only): %v of %d", got, len(admitted))
+				assert.GreaterOrEqual(t, len(admitted), 290, "3 s at 100/s")
+				for p, n := range got {
+					assert.GreaterOrEqual(t, n*2*procs, len(admitted), "process %d admitted %d of %d", p, n, len(admitted))
+				}
+			})
+		}
+	}
+}
+
+// TestSlotLeaseAllowSparse: a process whose Allow callers come less than
+// twice a span books nothing ahead when refused, so that it loses no
+// units and makes no more calls than before it could book ahead (10 here,
+// where booking ahead made 16 and lost 5 units).
+func TestSlotLeaseAllowSparse(t *testing.T) {
+	srv := startRedis(t)
+	clk := newClock(0)
+	hot := leased(t, srv.client(t), clk)
+	rdb := srv.client(t)
+	var calls int
+	rdb.AddHook(countHook{&calls})
+	sparse := leased(t, rdb, clk)
+	ctx := context.Background()
+	asks := 0
+	for step := range 3000 { // 3 s
+		_, err := hot.Reserve(ctx, "api", 1, 100*ms)
+		require.NoError(t, err)
+		settle(hot)
+		if step%500 == 250 {
+			_, err := throttle.Allow(ctx, sparse, "api", 1)
+			require.NoError(t, err)
+			settle(sparse)
+			asks++
+		}
+		clk.advance(ms)
+	}
+	assert.LessOrEqual(t, calls, 2*asks, "calls of the sparse process")
+	assert.Zero(t, sparse.leases.key("api").dropped, "units the sparse process leased and lost")
 }
