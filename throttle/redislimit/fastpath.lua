@@ -24,13 +24,6 @@ if fast and ARGV[1] == 'reserve' and ARGV[3] == '1' and (ARGV[4] == 'tb' or ARGV
     seq, latest, epoch, shifted, tat, first, cut, gone, owe, next = struct.unpack('<i8i8i8i8i8i8i8i8i8', raw)
     rest = string.sub(raw, next)
   end
-  -- gcra's ceilDiv: ceil(x / d), exact for whole x and d below 2^53.
-  local function ceilDiv(x, d)
-    local r = math.fmod(x, d)
-    local q = (x - r) / d
-    if r > 0 then q = q + 1 end
-    return q
-  end
   -- gcra's left: the burst less the span tat lies past at, in whole
   -- units rounded up.
   local function left(at)

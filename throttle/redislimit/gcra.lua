@@ -33,14 +33,6 @@ defines.tb = function()
 
   function gcra.save(p) savePacked(p, p.state.tat - now) end
 
-  -- ceilDiv returns ceil(x / d), exact for whole x and d below 2^53.
-  local function ceilDiv(x, d)
-    local r = math.fmod(x, d)
-    local q = (x - r) / d
-    if r > 0 then q = q + 1 end
-    return q
-  end
-
   -- move moves the exact tat by us µs and ns ns.
   local function move(p, us, ns)
     local s = p.state

@@ -24,3 +24,12 @@ if ARGV[2] ~= '0' then keep = 3600 * 1000 end
 local function millis(ttl)
   return math.floor(ttl / 1000) + 1 + keep
 end
+
+-- ceilDiv returns ceil(x / d), exact for whole x and d below 2^53. The
+-- bucket (gcra.lua) and its fast path (fastpath.lua) both use it.
+local function ceilDiv(x, d)
+  local r = math.fmod(x, d)
+  local q = (x - r) / d
+  if r > 0 then q = q + 1 end
+  return q
+end
