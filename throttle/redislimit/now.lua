@@ -1,5 +1,5 @@
--- now.lua opens the budget script: the server's time, and how long keys
--- are kept. fastpath.lua follows, then state.lua and the rest.
+-- now.lua opens the budget script: the server's time, how long keys
+-- are kept, and ceilDiv. fastpath.lua follows, then state.lua and the rest.
 --
 -- Times are microseconds of the server's TIME. ARGV[2] is a test-only
 -- frozen time: 0 in production, where the script reads TIME. A negative
