@@ -52,57 +52,55 @@ type slogObserver struct {
 }
 
 func (s slogObserver) waited(w WaitInfo) {
-	ctx := context.Background()
-	if !s.l.Enabled(ctx, slog.LevelDebug) {
+	if !s.l.Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
-	s.l.LogAttrs(ctx, slog.LevelDebug, "egress: request waited",
-		slog.String("key_hash", HashKey(w.Key)),
+	s.log(slog.LevelDebug, "egress: request waited", w.Key, nil,
 		slog.Int("attempt", w.Attempt),
 		slog.Duration("queue", w.Queue),
 		slog.Duration("limiter", w.Limiter))
 }
 
 func (s slogObserver) refused(r RefusalInfo) {
-	hash := HashKey(r.Key)
-	attrs := []slog.Attr{
-		slog.String("key_hash", hash),
-		slog.Int("attempt", r.Attempt),
-	}
+	attempt := slog.Int("attempt", r.Attempt)
 	var le *throttle.LimitError
 	switch {
 	case errors.Is(r.Err, queue.ErrFull):
-		s.l.LogAttrs(context.Background(), slog.LevelWarn, "egress: request refused: queue full", attrs...)
+		s.log(slog.LevelWarn, "egress: request refused: queue full", r.Key, nil, attempt)
 	case errors.As(r.Err, &le):
-		attrs = append(attrs, slog.Duration("retry_after", le.RetryAfter), slog.Bool("deadline", le.Deadline))
-		s.l.LogAttrs(context.Background(), slog.LevelWarn, "egress: request refused: limit exceeded", attrs...)
+		s.log(slog.LevelWarn, "egress: request refused: limit exceeded", r.Key, nil, attempt,
+			slog.Duration("retry_after", le.RetryAfter), slog.Bool("deadline", le.Deadline))
 	default:
-		attrs = append(attrs, slog.String("error", hideKey(r.Err, r.Key, hash)))
-		s.l.LogAttrs(context.Background(), slog.LevelError, "egress: request refused: limiter failed", attrs...)
+		s.log(slog.LevelError, "egress: request refused: limiter failed", r.Key, r.Err, attempt)
 	}
 }
 
 func (s slogObserver) retrying(r RetryInfo) {
-	s.l.LogAttrs(context.Background(), slog.LevelInfo, "egress: retrying request",
-		slog.String("key_hash", HashKey(r.Key)),
+	s.log(slog.LevelInfo, "egress: retrying request", r.Key, nil,
 		slog.Int("attempt", r.Attempt),
 		slog.Int("status", r.StatusCode),
 		slog.Duration("delay", r.Delay))
 }
 
 func (s slogObserver) paused(p PauseInfo) {
-	hash := HashKey(p.Key)
-	attrs := []slog.Attr{
-		slog.String("key_hash", hash),
-		slog.Int("status", p.StatusCode),
-		slog.Duration("duration", p.Duration),
-	}
+	status, d := slog.Int("status", p.StatusCode), slog.Duration("duration", p.Duration)
 	if p.Err != nil {
-		attrs = append(attrs, slog.String("error", hideKey(p.Err, p.Key, hash)))
-		s.l.LogAttrs(context.Background(), slog.LevelError, "egress: pausing key failed", attrs...)
+		s.log(slog.LevelError, "egress: pausing key failed", p.Key, p.Err, status, d)
 		return
 	}
-	s.l.LogAttrs(context.Background(), slog.LevelWarn, "egress: key paused", attrs...)
+	s.log(slog.LevelWarn, "egress: key paused", p.Key, nil, status, d)
+}
+
+// log writes one record about key: the key's hash first, then attrs, then
+// err's text with the key hidden when err is not nil.
+func (s slogObserver) log(level slog.Level, msg, key string, err error, attrs ...slog.Attr) {
+	hash := HashKey(key)
+	all := make([]slog.Attr, 0, len(attrs)+2)
+	all = append(append(all, slog.String("key_hash", hash)), attrs...)
+	if err != nil {
+		all = append(all, slog.String("error", hideKey(err, key, hash)))
+	}
+	s.l.LogAttrs(context.Background(), level, msg, all...)
 }
 
 // NewSlogRedisLogger returns a func that logs the health of Redis behind a

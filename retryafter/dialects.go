@@ -82,34 +82,38 @@ var dialects = [...]dialect{
 		reset: "X-Rate-Limit-Reset", resetUnit: epochOrSeconds},
 
 	// OpenAI and Azure OpenAI.
-	{name: "requests", family: familyProvider,
-		limit: "X-Ratelimit-Limit-Requests", remaining: "X-Ratelimit-Remaining-Requests",
-		reset: "X-Ratelimit-Reset-Requests", resetUnit: goDuration, refills: true},
-	{name: "tokens", family: familyProvider,
-		limit: "X-Ratelimit-Limit-Tokens", remaining: "X-Ratelimit-Remaining-Tokens",
-		reset: "X-Ratelimit-Reset-Tokens", resetUnit: goDuration, refills: true},
-	{name: "tokens_usage_based", family: familyProvider,
-		limit: "X-Ratelimit-Limit-Tokens_usage_based", remaining: "X-Ratelimit-Remaining-Tokens_usage_based",
-		reset: "X-Ratelimit-Reset-Tokens_usage_based", resetUnit: goDuration, refills: true},
+	openAI("requests", "Requests"),
+	openAI("tokens", "Tokens"),
+	openAI("tokens_usage_based", "Tokens_usage_based"),
 
 	// Anthropic.
-	{name: "requests", family: familyProvider,
-		limit: "Anthropic-Ratelimit-Requests-Limit", remaining: "Anthropic-Ratelimit-Requests-Remaining",
-		reset: "Anthropic-Ratelimit-Requests-Reset", resetUnit: rfc3339, refills: true},
-	{name: "tokens", family: familyProvider,
-		limit: "Anthropic-Ratelimit-Tokens-Limit", remaining: "Anthropic-Ratelimit-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Tokens-Reset", resetUnit: rfc3339, refills: true},
-	{name: "input-tokens", family: familyProvider,
-		limit: "Anthropic-Ratelimit-Input-Tokens-Limit", remaining: "Anthropic-Ratelimit-Input-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Input-Tokens-Reset", resetUnit: rfc3339, refills: true},
-	{name: "output-tokens", family: familyProvider,
-		limit: "Anthropic-Ratelimit-Output-Tokens-Limit", remaining: "Anthropic-Ratelimit-Output-Tokens-Remaining",
-		reset: "Anthropic-Ratelimit-Output-Tokens-Reset", resetUnit: rfc3339, refills: true},
+	anthropic("requests", "Requests"),
+	anthropic("tokens", "Tokens"),
+	anthropic("input-tokens", "Input-Tokens"),
+	anthropic("output-tokens", "Output-Tokens"),
 
 	// Shopify REST: every plan's bucket drains in 20 seconds (40 calls at
 	// 2/s on standard plans, 400 at 20/s on Shopify Plus).
 	{name: "shopify", family: familyProvider,
 		usedOfSize: "X-Shopify-Shop-Api-Call-Limit", drain: 20 * time.Second},
+}
+
+// openAI is OpenAI's row for quota name: X-Ratelimit-Limit-<field> and
+// its -Remaining- and -Reset- twins, the reset a Go duration, refilling.
+func openAI(name, field string) dialect {
+	return dialect{name: name, family: familyProvider,
+		limit: "X-Ratelimit-Limit-" + field, remaining: "X-Ratelimit-Remaining-" + field,
+		reset: "X-Ratelimit-Reset-" + field, resetUnit: goDuration, refills: true}
+}
+
+// anthropic is Anthropic's row for quota name:
+// Anthropic-Ratelimit-<field>-Limit, -Remaining and -Reset, the reset an
+// RFC 3339 time, refilling.
+func anthropic(name, field string) dialect {
+	prefix := "Anthropic-Ratelimit-" + field
+	return dialect{name: name, family: familyProvider,
+		limit: prefix + "-Limit", remaining: prefix + "-Remaining",
+		reset: prefix + "-Reset", resetUnit: rfc3339, refills: true}
 }
 
 // fields returns the dialect's field names.

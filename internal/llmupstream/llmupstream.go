@@ -221,9 +221,7 @@ func (a *API) admit(h http.Header, req Request) (call, bool) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.requests.refill(now)
-	a.input.refill(now)
-	a.output.refill(now)
+	a.refill(now)
 	window := a.stats.window(now)
 	wait := max(a.requests.wait(1), a.input.wait(req.PromptTokens), a.output.wait(req.MaxTokens))
 	if wait > 0 {
@@ -274,10 +272,15 @@ func (a *API) headers(h http.Header) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.refill(now)
+	a.setHeaders(h, now)
+}
+
+// refill brings every bucket up to now; a.mu is held.
+func (a *API) refill(now time.Time) {
 	a.requests.refill(now)
 	a.input.refill(now)
 	a.output.refill(now)
-	a.setHeaders(h, now)
 }
 
 // setHeaders writes the rate-limit headers; a.mu is held.
