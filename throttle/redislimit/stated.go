@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +73,8 @@ func WithStated(unit string) Option {
 // statements learned per key until the key's next script call carries
 // them (see stated.lua).
 type follow struct {
-	head string // the record's start: '@', then each limit's unit or '-'
+	head  string   // the record's start: '@', then each limit's unit or '-'
+	units []string // the units followed
 
 	mu      sync.Mutex
 	pending map[string][]heard // by key, the newest statement of each quota
@@ -90,20 +92,20 @@ type heard struct {
 func newFollow(limits []limit) *follow {
 	var b strings.Builder
 	b.WriteByte('@')
-	any := false
+	var units []string
 	for _, l := range limits {
 		b.WriteByte(' ')
 		if l.unit == "" {
 			b.WriteByte('-')
 			continue
 		}
-		any = true
+		units = append(units, l.unit)
 		b.WriteString(l.unit)
 	}
-	if !any {
+	if units == nil {
 		return nil
 	}
-	return &follow{head: b.String(), pending: map[string][]heard{}}
+	return &follow{head: b.String(), units: units, pending: map[string][]heard{}}
 }
 
 // validUnit reports whether u can go into the record's text and a hash
@@ -172,16 +174,8 @@ func (b *budget) Learn(ctx context.Context, key string, o throttle.Outcome) erro
 	return nil
 }
 
-// follows reports whether a limit follows quotas in unit. f.head is
-// short: a few limits.
-func (f *follow) follows(unit string) bool {
-	for _, u := range strings.Fields(f.head[1:]) {
-		if u == unit {
-			return true
-		}
-	}
-	return false
-}
+// follows reports whether a limit follows quotas in unit.
+func (f *follow) follows(unit string) bool { return slices.Contains(f.units, unit) }
 
 // carry adds the record to a script call on key: its text before the
 // channel, the last argument, and the key's stated hash after the
