@@ -93,6 +93,7 @@
 //
 //	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
 //	HGETALL 'egress:{api.example.com}:pause'
+//	HGETALL 'egress:{api.example.com}:stated'
 //	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
 //
 // A token bucket's string goes on with the fields settles need (the
@@ -102,6 +103,8 @@
 // four, then its window index, count, spill and latest slot) followed by
 // three per booking still ahead; a sliding counter packs nine ('<i8'
 // nine times). A key's settles applied in the last minute are kept by
-// id in prefix{key}:settled, and its pause marks in the pause hash. The
+// id in prefix{key}:settled, and its pause marks in the pause hash. A
+// limit given [WithStated] keeps what the upstream stated in
+// prefix{key}:stated, a hash of named fields (stated.lua). The
 // .lua files beside this package's Go files say what each field means.
 package redislimit
