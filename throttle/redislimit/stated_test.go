@@ -320,3 +320,32 @@ func TestStatedBadConfig(t *testing.T) {
 	_, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithStated("requests"), WithSlotLease(time.Second))
 	assert.ErrorContains(t, err, "WithSlotLease")
 }
+
+// TestStatedCluster: the record lives under the budget's hash tag, so a
+// statement rides on the key's call on a Redis Cluster too.
+func TestStatedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	rdb := startCluster(t)
+	c := newClock(time.Hour)
+	tb, err := NewTokenBucket(rdb, throttle.PerSecond(100), 100, c.option(), WithStated(throttle.UnitRequests))
+	require.NoError(t, err)
+	closeAll(t, tb)
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "api.example.com"} {
+		require.True(t, reserve(t, tb, key, 1, 0).OK)
+		learn(t, tb, key, 0, requests(0, time.Second))
+		r := reserve(t, tb, key, 1, 0)
+		assert.False(t, r.OK, key)
+		assert.Equal(t, time.Second, r.Delay, key)
+		ks, err := tb.keys(key)
+		require.NoError(t, err)
+		want, err := rdb.ClusterKeySlot(ctx, ks[0]).Result()
+		require.NoError(t, err)
+		got, err := rdb.ClusterKeySlot(ctx, "egress:{"+key+"}:stated").Result()
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+		assert.Equal(t, int64(1), rdb.Exists(ctx, "egress:{"+key+"}:stated").Val(), key)
+	}
+}
