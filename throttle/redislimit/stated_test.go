@@ -102,7 +102,7 @@ func TestStatedRefillTightensTheFleet(t *testing.T) {
 
 // TestStatedRefillBoundsTheBucket: the statement bounds the level the
 // bucket held when the request was sent; one the bucket already keeps
-// to changes nothing; one older than the ring reaches back is skipped.
+// to, or a looser one, changes nothing.
 func TestStatedRefillBoundsTheBucket(t *testing.T) {
 	s := startRedis(t)
 	c := newClock(time.Hour)
