@@ -33,6 +33,12 @@ local stated = {}
 -- past its latest slot or reset.
 local ringMax, ringKeep = 128, 120 * 1000000
 
+-- maxHold (µs) bounds how long one statement may hold a bucket back from
+-- now, as throttle.DefaultMaxHold does in process: a hostile or broken
+-- upstream saying "0 left" of a daily quota stalls a key a minute, not a
+-- day. (A window's reset is clamped to it before it is sent.)
+local maxHold = 60 * 1000000
+
 -- set changes field k of the record, to be saved.
 local function set(S, k, v)
   S.h[k], S.changed[k] = v, true
@@ -124,6 +130,8 @@ local function refill(S, s)
       local st = p.state
       if owed > 0 then
         local tat = s.sent + owed * p.interval + ceilDiv(owed * p.sub, 1000)
+        -- the next unit no later than maxHold from now
+        tat = math.min(tat, math.max(st.tat, now + maxHold + (p.burst - 1) * p.interval + ceilDiv((p.burst - 1) * p.sub, 1000)))
         if tat > st.tat then
           st.tat, st.owe, st.latest = tat, 0, -1
           p.settled, p.new = true, false

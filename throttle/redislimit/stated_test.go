@@ -250,6 +250,22 @@ func TestStatedClamped(t *testing.T) {
 	assert.Equal(t, throttle.DefaultMaxHold, r.Delay)
 }
 
+// TestStatedHoldBounded: a refilling quota stated empty holds a bucket
+// that takes a day to refill for at most throttle.DefaultMaxHold. (A
+// reset beyond it is already clamped by Statement.Clamp, which keeps the
+// stated pace.)
+func TestStatedHoldBounded(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	p := newStatedProc(t, s, c)
+	perDay, err := NewTokenBucket(p.client.rdb, throttle.PerDay(1000), 1000, WithClient(p.client), WithStated("tokens"))
+	require.NoError(t, err)
+	learn(t, perDay, "k", 0, throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 0, Reset: 30 * time.Second, Refills: true})
+	r := reserve(t, perDay, "k", 1, -1)
+	require.True(t, r.OK)
+	assert.Equal(t, throttle.DefaultMaxHold, r.Delay)
+}
+
 // TestStatedComposite: in an LLM budget, each statement goes to the
 // parts following its unit, and parts that follow nothing are left
 // alone; every request stays one script call.
