@@ -56,8 +56,9 @@ const maxStatedKeys = throttle.DefaultMaxKeys
 // does cost the single token bucket's fast path (fastpath.lua): a limit
 // that follows takes the general path. Without WithStated, Learn does
 // nothing. Learn clamps absurd values with [throttle.Statement.Clamp]
-// and [throttle.DefaultMaxHold]: a statement holds a key back for at
-// most a minute.
+// and [throttle.DefaultMaxHold], and the script bounds a bucket's
+// tightening likewise: a statement holds a key back for at most a
+// minute.
 //
 // The record is the hash prefix{key}:stated (see docs/redis.md). A
 // limit given WithStated cannot take [WithSlotLease]: the units a lease
