@@ -88,6 +88,7 @@ local function remaining()
     local r = algorithms[p.algo].remaining(p)
     if least < 0 or r < least then least = r end
   end
+  if S then least = stated.remaining(S, least) end
   return least
 end
 
@@ -122,8 +123,11 @@ local function reserve(costs, maxWait, after)
       reply[6 + i] = '-'
     end
   end
+  if S then
+    stated.book(S, slot, costs)
+    least = stated.remaining(S, least)
+  end
   reply[3] = least
-  if S then stated.book(S, slot, costs) end
   return reply
 end
 

@@ -208,6 +208,15 @@ function stated.earliest(S, at, costs)
   return at
 end
 
+-- remaining returns least, or less when a window statement leaves less
+-- before its reset.
+function stated.remaining(S, least)
+  for _, w in pairs(S.windows) do
+    if w.reset > now and w.left < least then least = math.max(w.left, 0) end
+  end
+  return least
+end
+
 -- book records a booking of costs at slot: in each unit's ring, and
 -- against the windows it falls before the reset of.
 function stated.book(S, slot, costs)

@@ -165,11 +165,14 @@ func TestStatedWindowBoundsTheFleet(t *testing.T) {
 	require.True(t, reserve(t, ta, key, 1, 0).OK)
 	learn(t, ta, key, 0, requests(3, time.Second))
 	calls := a.scripts.n.Load()
-	require.True(t, reserve(t, ta, key, 1, 0).OK) // carries it: 2 left
+	r := reserve(t, ta, key, 1, 0) // carries it: 2 left
+	require.True(t, r.OK)
+	assert.Equal(t, 2, r.Remaining)
 	assert.Equal(t, int64(1), a.scripts.n.Load()-calls)
+	assert.Equal(t, 2, left(t, tb, key), "Inspect reports the window's bound")
 	require.True(t, reserve(t, tb, key, 1, 0).OK)
 	require.True(t, reserve(t, tb, key, 1, 0).OK)
-	r := reserve(t, tb, key, 1, 0)
+	r = reserve(t, tb, key, 1, 0)
 	assert.False(t, r.OK, "nothing left before the reset")
 	assert.Equal(t, time.Second, r.Delay)
 	r = reserve(t, tb, key, 1, -1)
