@@ -29,6 +29,16 @@
 // [SettleDelay] (100 ms): at most one round trip, usually none. Close and
 // [Client.Flush] send the settles still waiting.
 //
+// # What the upstream states
+//
+// A limit built with [WithStated] follows what the upstream's headers
+// say about its quotas in a unit (requests, or an LLM API's tokens): a
+// Transport hands each response's statements to the limiter
+// ([throttle.Learner]), the key's next script call carries them, and
+// Redis applies them in that call, for every process. A refilling quota's
+// remaining tightens a bucket; a window's "R more before T" bounds
+// bookings until T. A statement only ever tightens the configured limit.
+//
 // For a limit on concurrency rather than rate ("at most 8 requests in
 // flight per account"), reach for [NewQueue]: [queue.Queue]'s bounded,
 // first-in first-out queue, shared by every process, with permits that
