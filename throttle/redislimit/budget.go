@@ -48,10 +48,10 @@ func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error)
 	for _, l := range limits[1:] {
 		b.most = min(b.most, l.most)
 	}
+	if err := checkStated(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.stated != "" {
-		if cfg.leased() {
-			return nil, fmt.Errorf("redislimit: WithStated(%q) does not combine with WithSlotLease", cfg.stated)
-		}
 		for i := range limits {
 			limits[i].unit = cfg.stated
 		}

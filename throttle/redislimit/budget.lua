@@ -36,7 +36,8 @@ for _, p in ipairs(parts) do
   pause.sync(P, p, channel)
 end
 
--- ownArgs is how many arguments each op takes before the settles.
+-- ownArgs is how many arguments each op takes before the statements and
+-- the settles.
 local ownArgs = {reserve = 3, parts = 2 + #parts, cancel = 3 + 2 * #parts, settle = 0, pause = 1, inspect = 0}
 if not ownArgs[op] then return redis.error_reply('ERR redislimit: unknown op ' .. tostring(op)) end
 local first = argc + ownArgs[op]

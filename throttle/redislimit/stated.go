@@ -50,7 +50,7 @@ const maxStatedKeys = throttle.DefaultMaxKeys
 //     lower remaining wins.
 //
 // A statement only ever tightens: the configured limit still bounds
-// every booking. [Learn] only buffers the newest statement of each quota
+// every booking. Learn only buffers the newest statement of each quota
 // in the process; the key's next script call carries them, and Redis
 // applies them in that same call, so following costs no round trip. It
 // does cost the single token bucket's fast path (fastpath.lua): a limit
@@ -62,11 +62,9 @@ const maxStatedKeys = throttle.DefaultMaxKeys
 //
 // The record is the hash prefix{key}:stated (see docs/redis.md). A
 // limit given WithStated cannot take [WithSlotLease]: the units a lease
-// hands out are booked in blocks the record cannot place in time.
+// hands out are booked in blocks the record cannot place in time. A unit
+// that is empty, "-", or holds spaces or ':' is an error.
 func WithStated(unit string) Option {
-	if !validUnit(unit) {
-		panic(fmt.Sprintf("redislimit: WithStated unit %q must be non-empty, not \"-\", and have no spaces or ':'", unit))
-	}
 	return option{"WithStated", false, func(c *config) { c.stated = unit }}
 }
 
@@ -107,6 +105,19 @@ func newFollow(limits []limit) *follow {
 		return nil
 	}
 	return &follow{head: b.String(), units: units, pending: map[string][]heard{}}
+}
+
+// checkStated returns the error of a limit's WithStated, if any.
+func checkStated(cfg config) error {
+	switch {
+	case !cfg.given("WithStated"):
+		return nil
+	case !validUnit(cfg.stated):
+		return fmt.Errorf("redislimit: WithStated unit must be non-empty, not \"-\", and have no spaces or ':', got %q", cfg.stated)
+	case cfg.leased():
+		return fmt.Errorf("redislimit: WithStated(%q) does not combine with WithSlotLease", cfg.stated)
+	}
+	return nil
 }
 
 // validUnit reports whether u can go into the record's text and a hash

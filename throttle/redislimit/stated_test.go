@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -328,13 +329,14 @@ func TestStatedNotFollowed(t *testing.T) {
 	assert.Zero(t, n)
 }
 
-// TestStatedBadConfig: a unit that cannot be carried panics; WithStated
-// with WithSlotLease is an error.
+// TestStatedBadConfig: a unit that cannot be carried is an error naming
+// it, and so is WithStated with WithSlotLease.
 func TestStatedBadConfig(t *testing.T) {
 	s := startRedis(t)
 	rdb := s.client(t)
 	for _, u := range []string{"", "-", "a b", "a:b"} {
-		assert.Panics(t, func() { WithStated(u) }, u)
+		_, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithStated(u))
+		assert.ErrorContains(t, err, fmt.Sprintf("WithStated unit must be non-empty, not \"-\", and have no spaces or ':', got %q", u))
 	}
 	_, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithStated("requests"), WithSlotLease(time.Second))
 	assert.ErrorContains(t, err, "WithSlotLease")
