@@ -190,6 +190,9 @@ func TestStatedWindowBoundsTheFleet(t *testing.T) {
 	assert.Equal(t, "window", h["requests:kind"])
 	assert.Equal(t, "requests", h["requests:unit"])
 	assert.Equal(t, "3", h["requests:remaining"])
+	ttl, err := s.client(t).PTTL(context.Background(), "egress:{api}:stated").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 2*time.Minute, "the record expires, and outlives its reset and latest slot")
 }
 
 // TestStatedWindowOrder: of two statements of one window, the one for
