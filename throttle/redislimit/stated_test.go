@@ -240,37 +240,35 @@ func TestStatedWindowOrder(t *testing.T) {
 }
 
 // TestStatedClamped: absurd values are clamped: a remaining of 10^18
-// bounds nothing, a reset years ahead holds a key for at most
-// throttle.DefaultMaxHold.
+// bounds nothing; a reset years ahead, or a refilling quota stated empty
+// on a bucket that takes a day to refill, holds a key for at most
+// throttle.DefaultMaxHold. (A refilling quota's reset beyond it is
+// clamped by Statement.Clamp, which keeps the stated pace.)
 func TestStatedClamped(t *testing.T) {
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
-	tb := p.bucket(t, 10, throttle.UnitRequests)
-	const key = "api"
-
-	learn(t, tb, key, 0, throttle.Statement{Name: "r", Unit: throttle.UnitRequests, Limit: -1, Remaining: 1e18, Reset: time.Second, Refills: true})
-	assert.Equal(t, 10, left(t, tb, key))
-	learn(t, tb, key, 0, throttle.Statement{Name: "w", Limit: 10, Remaining: 0, Reset: 10 * 365 * 24 * time.Hour})
-	r := reserve(t, tb, key, 1, -1)
-	require.True(t, r.OK)
-	assert.Equal(t, throttle.DefaultMaxHold, r.Delay)
-}
-
-// TestStatedHoldBounded: a refilling quota stated empty holds a bucket
-// that takes a day to refill for at most throttle.DefaultMaxHold. (A
-// reset beyond it is already clamped by Statement.Clamp, which keeps the
-// stated pace.)
-func TestStatedHoldBounded(t *testing.T) {
-	s := startRedis(t)
-	c := newClock(time.Hour)
-	p := newStatedProc(t, s, c)
-	perDay, err := NewTokenBucket(p.client.rdb, throttle.PerDay(1000), 1000, WithClient(p.client), WithStated("tokens"))
-	require.NoError(t, err)
-	learn(t, perDay, "k", 0, throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 0, Reset: 30 * time.Second, Refills: true})
-	r := reserve(t, perDay, "k", 1, -1)
-	require.True(t, r.OK)
-	assert.Equal(t, throttle.DefaultMaxHold, r.Delay)
+	tests := []struct {
+		name      string
+		giveRate  throttle.Rate
+		give      throttle.Statement
+		wantDelay time.Duration
+	}{
+		{"remaining 10^18", throttle.PerSecond(10),
+			throttle.Statement{Name: "r", Unit: throttle.UnitRequests, Limit: -1, Remaining: 1e18, Reset: time.Second, Refills: true}, 0},
+		{"a window's reset in 10 years", throttle.PerSecond(10),
+			throttle.Statement{Name: "w", Limit: 10, Remaining: 0, Reset: 10 * 365 * 24 * time.Hour}, throttle.DefaultMaxHold},
+		{"a day's bucket empty", throttle.PerDay(10),
+			throttle.Statement{Name: "d", Unit: throttle.UnitRequests, Limit: 10, Remaining: 0, Reset: 30 * time.Second, Refills: true}, throttle.DefaultMaxHold},
+	}
+	for _, tt := range tests {
+		tb, err := NewTokenBucket(p.client.rdb, tt.giveRate, tt.giveRate.N, WithClient(p.client), WithStated(throttle.UnitRequests))
+		require.NoError(t, err)
+		learn(t, tb, tt.name, 0, tt.give)
+		r := reserve(t, tb, tt.name, 1, -1)
+		require.True(t, r.OK)
+		assert.Equal(t, tt.wantDelay, r.Delay, tt.name)
+	}
 }
 
 // TestStatedComposite: in an LLM budget, each statement goes to the
