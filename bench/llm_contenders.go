@@ -34,6 +34,9 @@ type llmContender struct {
 	name, how, why string
 	procs          int
 	build          func(llmScenario, llmEnv) (llmClient, error)
+	// others is the share of the API's output limit that another client,
+	// which the contender cannot see, spends during the run; 0: none.
+	others float64
 }
 
 // llmEnv is where a contender's client runs.
@@ -74,17 +77,25 @@ func llmContenders() []llmContender {
 				"Limits set to 75% of the published ones, the lighter of the cookbook's advised 50–75% headroom.",
 		},
 		{
-			name: "egress with settle (redislimit, 4 processes)", procs: 4, build: llmEgressSettleRedis(0),
+			name: "egress with settle (redislimit, 4 processes)", procs: 4, build: llmEgressSettleRedis(0, false),
 			how: "as egress with settle, on one `redislimit.All` of three `redislimit.NewTokenBucket`s (`WithTolerance(DefaultTolerance)`) on one `redislimit.Client` (`WithTimeout(5 * time.Second)`: a loaded machine must not fail calls closed), shared by 4 processes that split the prompts: " +
 				"`WithEstimate`'s three costs are booked in one script call with `Composite.ReserveParts`, and each `egress.Settle` is queued in the process and rides on the key's next script call, or goes on its own after `redislimit.SettleDelay` (100 ms).",
 		},
 		{
-			name: "egress with settle (redislimit, 4 processes, 1 in flight each)", procs: 4, build: llmEgressSettleRedis(1),
+			name: "egress with settle (redislimit, 4 processes, 1 in flight each)", procs: 4, build: llmEgressSettleRedis(1, false),
 			how: "as egress with settle (redislimit, 4 processes), plus `egress.WithQueue(queue.New(1, 16))` in each process: 4 calls booked and not yet answered in all, as in the row egress with settle, 4 in flight.",
 		},
 		{
-			name: "egress with settle (redislimit, 4 processes, 2 in flight each)", procs: 4, build: llmEgressSettleRedis(2),
+			name: "egress with settle (redislimit, 4 processes, 2 in flight each)", procs: 4, build: llmEgressSettleRedis(2, false),
 			how: "as egress with settle (redislimit, 4 processes), plus `egress.WithQueue(queue.New(2, 16))` in each process: 8 calls booked and not yet answered in all.",
+		},
+		{
+			name: "egress with settle (redislimit, 4 processes, 1 in flight each), another client spends 20%", procs: 4, build: llmEgressSettleRedis(1, false), others: 0.2,
+			how: "as egress with settle (redislimit, 4 processes, 1 in flight each), while another client, unseen by the budget, sends the API a call of max_tokens 1000 every 50 ms: about 20% of the output limit.",
+		},
+		{
+			name: "egress with settle (redislimit, 4 processes, 1 in flight each, WithStated), another client spends 20%", procs: 4, build: llmEgressSettleRedis(1, true), others: 0.2,
+			how: "as the row before, with the input and output buckets built with `redislimit.WithStated(\"input-tokens\")` and `WithStated(\"output-tokens\")`: the API's `anthropic-ratelimit-*-tokens-remaining` headers, read by each process's Transport, tighten the shared buckets in Redis, in the script calls the processes make anyway.",
 		},
 		{
 			name: "egress estimate only (redislimit, 4 processes)", procs: 4, build: llmEgressRedis,

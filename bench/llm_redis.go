@@ -15,8 +15,9 @@ import (
 // on a redislimit budget shared by every process: one redislimit.All of
 // three token buckets, booked with ReserveParts in one script call and
 // settled through the Transport, with at most inFlight calls of this
-// process booked and not yet answered (0: no bound).
-func llmEgressSettleRedis(inFlight int) func(llmScenario, llmEnv) (llmClient, error) {
+// process booked and not yet answered (0: no bound). With stated, the
+// token buckets follow the API's headers (redislimit.WithStated).
+func llmEgressSettleRedis(inFlight int, stated bool) func(llmScenario, llmEnv) (llmClient, error) {
 	return func(sc llmScenario, env llmEnv) (llmClient, error) {
 		rt := &roundTrips{}
 		rdb := countingClient(env.redis, 4*sc.workers, rt)
@@ -35,9 +36,12 @@ func llmEgressSettleRedis(inFlight int) func(llmScenario, llmEnv) (llmClient, er
 			return nil, err
 		}
 		var parts []redislimit.Part
-		for _, limit := range []int{sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens} {
-			tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: limit, Per: sc.limits.Period}, limit,
-				redislimit.WithClient(client), redislimit.WithTolerance(throttle.DefaultTolerance))
+		for i, limit := range []int{sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens} {
+			opts := []redislimit.Option{redislimit.WithClient(client), redislimit.WithTolerance(throttle.DefaultTolerance)}
+			if stated && i > 0 {
+				opts = append(opts, redislimit.WithStated([]string{"", "input-tokens", "output-tokens"}[i]))
+			}
+			tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: limit, Per: sc.limits.Period}, limit, opts...)
 			if err != nil {
 				return fail(err)
 			}

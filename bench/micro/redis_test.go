@@ -42,6 +42,13 @@ func BenchmarkRedisDecision(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer tb.Close()
+	// The same bucket following the upstream's statements (WithStated):
+	// its calls carry the record and take the general path.
+	stated, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9, redislimit.WithStated(throttle.UnitRequests))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stated.Close()
 	rr := redis_rate.NewLimiter(rdb)
 	limit := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
 
@@ -51,6 +58,13 @@ func BenchmarkRedisDecision(b *testing.B) {
 	}{
 		{"egress-redislimit", func() error {
 			r, err := tb.Reserve(ctx, "bench", 1, 0)
+			if err == nil && !r.OK {
+				err = errors.New("refused")
+			}
+			return err
+		}},
+		{"egress-redislimit-stated", func() error {
+			r, err := stated.Reserve(ctx, "bench-stated", 1, 0)
 			if err == nil && !r.OK {
 				err = errors.New("refused")
 			}

@@ -68,6 +68,7 @@ func All(parts ...Part) (*Composite, error) {
 	for _, l := range limits[1:] {
 		c.most = min(c.most, l.most)
 	}
+	c.follow = newFollow(limits)
 	return &Composite{budget: c, partLimits: args}, nil
 }
 

@@ -35,6 +35,7 @@ type budget struct {
 	policy   FailurePolicy
 	horizons *horizons // under Fallback only
 	leases   *leases   // under WithSlotLease only
+	follow   *follow   // when a limit follows the upstream's statements (WithStated)
 }
 
 // newBudget builds a budget on cfg's Client, or on a Client of its own
@@ -46,6 +47,15 @@ func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error)
 	b := &budget{client: cfg.client, limits: limits, most: limits[0].most, policy: cfg.policy}
 	for _, l := range limits[1:] {
 		b.most = min(b.most, l.most)
+	}
+	if err := checkStated(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.stated != "" {
+		for i := range limits {
+			limits[i].unit = cfg.stated
+		}
+		b.follow = newFollow(limits)
 	}
 	if _, ok := cfg.policy.(fallback); ok {
 		b.horizons = newHorizons()
@@ -81,6 +91,9 @@ type limit struct {
 	// Windows (fw, sl, swc): units per window, and (µs) its length,
 	// offset and tolerance.
 	perWindow, window, offset, tolerance int64
+	// unit is the unit of the upstream's quotas the limit follows
+	// (WithStated), or "".
+	unit string
 }
 
 // args appends the limit's arguments to the script's.

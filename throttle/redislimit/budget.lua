@@ -6,9 +6,11 @@
 -- ARGV: op ('reserve', 'parts', 'cancel', 'settle', 'pause' or
 -- 'inspect'), the frozen time (see now.lua), the number of parts, then
 -- for each part its algorithm and that algorithm's params, then the op's
--- own arguments, then any settles riding along (settle.lua), then the
--- pause channel. With settles, KEYS has one more key after the parts':
--- the key's record of settles applied.
+-- own arguments, then, for a budget that follows the upstream, its
+-- statements (stated.lua), then any settles riding along (settle.lua),
+-- then the pause channel. KEYS has one more key after the parts' for
+-- each: the key's record of what the upstream stated, then the key's
+-- record of settles applied (the last key).
 local op = ARGV[1]
 local parts = {}
 local argc = 4
@@ -34,12 +36,22 @@ for _, p in ipairs(parts) do
   pause.sync(P, p, channel)
 end
 
--- ownArgs is how many arguments each op takes before the settles.
+-- ownArgs is how many arguments each op takes before the statements and
+-- the settles.
 local ownArgs = {reserve = 3, parts = 2 + #parts, cancel = 3 + 2 * #parts, settle = 0, pause = 1, inspect = 0}
 if not ownArgs[op] then return redis.error_reply('ERR redislimit: unknown op ' .. tostring(op)) end
-if argc + ownArgs[op] < #ARGV then
-  settle.all(P, parts, argc + ownArgs[op], #ARGV - 1, KEYS[#parts + 2])
+local first = argc + ownArgs[op]
+-- S: what the upstream stated, when the budget follows it (stated.lua):
+-- its argument comes first after the op's, its key after the parts'.
+local S = nil
+if first < #ARGV and string.sub(ARGV[first], 1, 1) == '@' then
+  S = stated.load(parts, ARGV[first], KEYS[#parts + 2])
+  first = first + 1
 end
+if first < #ARGV then
+  settle.all(P, parts, first, #ARGV - 1, KEYS[#KEYS])
+end
+if S then stated.apply(S) end
 
 -- earliest returns the earliest slot >= at where every part admits
 -- costs[i] units of part i. Every part is monotone (a slot that fits
@@ -53,6 +65,10 @@ local function earliest(at, costs)
         local s = algorithms[p.algo].earliest(p, at, costs[i])
         if s > at then at, agreed = s, false end
       end
+    end
+    if S then
+      local s = stated.earliest(S, at, costs)
+      if s > at then at, agreed = s, false end
     end
     if agreed then return at end
   end
@@ -73,6 +89,7 @@ local function remaining()
     local r = algorithms[p.algo].remaining(p)
     if least < 0 or r < least then least = r end
   end
+  if S then least = stated.remaining(S, least) end
   return least
 end
 
@@ -106,6 +123,10 @@ local function reserve(costs, maxWait, after)
       if p.settled then algorithms[p.algo].save(p) end
       reply[6 + i] = '-'
     end
+  end
+  if S then
+    stated.book(S, slot, costs)
+    least = stated.remaining(S, least)
   end
   reply[3] = least
   return reply

@@ -29,6 +29,16 @@
 // [SettleDelay] (100 ms): at most one round trip, usually none. Close and
 // [Client.Flush] send the settles still waiting.
 //
+// # What the upstream states
+//
+// A limit built with [WithStated] follows what the upstream's headers
+// say about its quotas in a unit (requests, or an LLM API's tokens): a
+// Transport hands each response's statements to the limiter
+// ([throttle.Learner]), the key's next script call carries them, and
+// Redis applies them in that call, for every process. A refilling quota's
+// remaining tightens a bucket; a window's "R more before T" bounds
+// bookings until T. A statement only ever tightens the configured limit.
+//
 // For a limit on concurrency rather than rate ("at most 8 requests in
 // flight per account"), reach for [NewQueue]: [queue.Queue]'s bounded,
 // first-in first-out queue, shared by every process, with permits that
@@ -93,6 +103,7 @@
 //
 //	EVAL "return {struct.unpack('<i8i8i8i8i8', redis.call('GET', KEYS[1]))}" 1 'egress:{api.example.com}:tb:20/s'
 //	HGETALL 'egress:{api.example.com}:pause'
+//	HGETALL 'egress:{api.example.com}:stated'
 //	ZRANGE 'egress:{api.example.com}:sl:100/10s' 0 -1 WITHSCORES
 //
 // A token bucket's string goes on with the fields settles need (the
@@ -102,6 +113,8 @@
 // four, then its window index, count, spill and latest slot) followed by
 // three per booking still ahead; a sliding counter packs nine ('<i8'
 // nine times). A key's settles applied in the last minute are kept by
-// id in prefix{key}:settled, and its pause marks in the pause hash. The
+// id in prefix{key}:settled, and its pause marks in the pause hash. A
+// limit given [WithStated] keeps what the upstream stated in
+// prefix{key}:stated, a hash of named fields (stated.lua). The
 // .lua files beside this package's Go files say what each field means.
 package redislimit

@@ -55,6 +55,7 @@ type config struct {
 	queue     queueConfig // NewQueue's; see queue.go
 
 	slotLease time.Duration // see slotlease.go
+	stated    string        // WithStated's unit; see stated.go
 }
 
 // newConfig applies opts. A nil Option is a programmer error and panics,

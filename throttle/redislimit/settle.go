@@ -206,6 +206,9 @@ func (b *budget) call(ctx context.Context, key string, ks []string, args []any) 
 // are dropped, leaving their reservations at the estimate, and reported
 // to the [WithObserver] func.
 func (b *budget) send(ctx context.Context, key string, ks []string, args []any, recs []string) (any, error) {
+	if b.follow != nil {
+		ks, args = b.follow.carry(b.client, key, ks, args) // stated.go
+	}
 	if len(recs) == 0 {
 		return b.client.run(ctx, ks, args)
 	}

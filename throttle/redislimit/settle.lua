@@ -14,7 +14,7 @@
 -- booked and actual what the call cost.
 --
 -- Applied once: the ids of the settles applied in the last settleMemory
--- are kept in a sorted set at the key KEYS[#parts + 2] (the budget's
+-- are kept in a sorted set at the last key, KEYS[#KEYS] (the budget's
 -- hash tag, then ':settled'), scored by when they were applied; one
 -- found there is skipped. So a settle that go-redis resends, or that a
 -- process sends again after a failed call, is applied once.
