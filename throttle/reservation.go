@@ -107,6 +107,13 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 	if r.booking == nil {
 		return ctx.Err()
 	}
+	if r.Delay <= 0 {
+		// Due when booked: a pause moves only slots still ahead, so the
+		// units are the caller's. No clock read, no timer (goal: ≤ 1µs
+		// overhead per request with metrics attached, bench/micro).
+		r.state.CompareAndSwap(open, used)
+		return nil
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
