@@ -20,10 +20,10 @@ const maxDrain = 64 << 10
 // context ends, whichever comes first, exactly once. Read and Close may be
 // called concurrently, as net/http allows.
 type releaseBody struct {
-	rc      io.ReadCloser
-	release func()
-	stop    func() bool // stops the context's AfterFunc, which calls release; nil without one
-	done    atomic.Bool
+	rc   io.ReadCloser
+	slot held
+	stop func() bool // stops the context's AfterFunc, which releases slot; nil without one
+	done atomic.Bool
 }
 
 func (b *releaseBody) Read(p []byte) (int, error) {
@@ -50,7 +50,7 @@ func (b *releaseBody) releaseOnce() {
 	if b.stop != nil && !b.stop() {
 		return // the context ended first: its AfterFunc released the slot
 	}
-	b.release()
+	b.slot.Release()
 }
 
 // holdSlot makes resp's body release the queue slot when it is closed,
@@ -58,14 +58,14 @@ func (b *releaseBody) releaseOnce() {
 // there is no body to hold it: a nil body, http.NoBody, or a 101 Switching
 // Protocols, whose body is the connection itself, which WebSocket clients
 // type-assert to io.ReadWriteCloser.
-func holdSlot(ctx context.Context, resp *http.Response, release func()) {
+func holdSlot(ctx context.Context, resp *http.Response, slot held) {
 	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		release()
+		slot.Release()
 		return
 	}
-	b := &releaseBody{rc: resp.Body, release: release}
-	if ctx.Done() != nil { // a context that never ends needs no AfterFunc, which costs 2 allocations
-		b.stop = context.AfterFunc(ctx, release)
+	b := &releaseBody{rc: resp.Body, slot: slot}
+	if ctx.Done() != nil { // a context that never ends needs no AfterFunc, which costs 3 allocations with its func
+		b.stop = context.AfterFunc(ctx, slot.Release)
 	}
 	resp.Body = b
 }

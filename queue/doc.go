@@ -21,6 +21,8 @@
 // instead of piling up. [Queue.TryAcquire] is the non-blocking twin: it takes a
 // free slot or reports that there is none. Waiters are served strictly in
 // arrival order, and a newcomer never overtakes a waiter.
+// [Queue.AcquireSlot] and [Queue.TryAcquireSlot] return the slot as a
+// [Slot] value instead of a release func, which costs no allocation.
 //
 // [Queue.Stats] reports how many calls are in flight, how many are waiting
 // and how many were turned away.

@@ -80,3 +80,20 @@ func ExampleQueue_TryAcquire() {
 	// false
 	// true
 }
+
+func ExampleQueue_TryAcquireSlot() {
+	q, err := queue.New(1, 5)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// A Slot is a value: taking one allocates nothing.
+	s, ok := q.TryAcquireSlot()
+	fmt.Println(ok, q.Stats().InFlight)
+	s.Release()
+	s.Release() // a second call does nothing
+	fmt.Println(q.Stats().InFlight)
+	// Output:
+	// true 1
+	// 0
+}

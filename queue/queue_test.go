@@ -492,8 +492,9 @@ func TestAllocs(t *testing.T) {
 	ctx := context.Background()
 
 	tests := []struct {
-		name string
-		give func()
+		name       string
+		give       func()
+		wantAllocs float64
 	}{
 		{
 			name: "TryAcquire",
@@ -501,6 +502,7 @@ func TestAllocs(t *testing.T) {
 				release, _ := q.TryAcquire()
 				release()
 			},
+			wantAllocs: 1,
 		},
 		{
 			name: "Acquire",
@@ -508,13 +510,86 @@ func TestAllocs(t *testing.T) {
 				release, _ := q.Acquire(ctx)
 				release()
 			},
+			wantAllocs: 1,
+		},
+		{
+			name: "TryAcquireSlot",
+			give: func() {
+				s, _ := q.TryAcquireSlot()
+				s.Release()
+			},
+		},
+		{
+			name: "AcquireSlot",
+			give: func() {
+				s, _ := q.AcquireSlot(ctx)
+				s.Release()
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.LessOrEqual(t, testing.AllocsPerRun(100, tt.give), 1.0)
+			assert.LessOrEqual(t, testing.AllocsPerRun(100, tt.give), tt.wantAllocs)
 		})
 	}
+}
+
+func TestSlot(t *testing.T) {
+	t.Run("zero", func(t *testing.T) {
+		q := newQueue(t, 1, 0)
+		hold, ok := q.TryAcquireSlot()
+		require.True(t, ok)
+		queue.Slot{}.Release()
+		assert.Equal(t, queue.Stats{InFlight: 1}, q.Stats())
+		hold.Release()
+		assert.Equal(t, queue.Stats{}, q.Stats())
+	})
+
+	t.Run("copies release once", func(t *testing.T) {
+		q := newQueue(t, 1, 0)
+		s, ok := q.TryAcquireSlot()
+		require.True(t, ok)
+		copied := s
+		_, ok = q.TryAcquireSlot()
+		assert.False(t, ok, "the slot is held")
+		copied.Release()
+		s.Release()
+		assert.Equal(t, queue.Stats{}, q.Stats())
+
+		// A stale Slot must not free a slot granted since.
+		next, ok := q.TryAcquireSlot()
+		require.True(t, ok)
+		s.Release()
+		assert.Equal(t, queue.Stats{InFlight: 1}, q.Stats())
+		next.Release()
+		assert.Equal(t, queue.Stats{}, q.Stats())
+	})
+
+	t.Run("AcquireSlot waits in line", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			q := newQueue(t, 1, 1)
+			hold, err := q.AcquireSlot(t.Context())
+			require.NoError(t, err)
+
+			got := make(chan queue.Slot, 1)
+			go func() {
+				s, err := q.AcquireSlot(t.Context())
+				assert.NoError(t, err)
+				got <- s
+			}()
+			synctest.Wait()
+			assert.Equal(t, queue.Stats{InFlight: 1, Waiting: 1}, q.Stats())
+			_, err = q.AcquireSlot(t.Context())
+			assert.ErrorIs(t, err, queue.ErrFull)
+
+			hold.Release()
+			next := <-got
+			hold.Release()
+			assert.Equal(t, queue.Stats{InFlight: 1, Rejected: 1}, q.Stats())
+			next.Release()
+			assert.Equal(t, queue.Stats{Rejected: 1}, q.Stats())
+		})
+	})
 }
 
 // TestStress runs many goroutines that take and release slots, some giving up
