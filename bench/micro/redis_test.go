@@ -37,14 +37,19 @@ func BenchmarkRedisDecision(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: redisGoroutines})
 	defer rdb.Close()
 
-	tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9)
+	// redis_rate's calls are bounded only by the client's ReadTimeout and
+	// WriteTimeout (3 s by default); egress's get the same bound instead
+	// of DefaultTimeout, so that a busy machine that holds a pipeline of
+	// 63 calls past 250 ms fails neither library.
+	timeout := redislimit.WithTimeout(3 * time.Second)
+	tb, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9, timeout)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tb.Close()
 	// The same bucket following the upstream's statements (WithStated):
 	// its calls carry the record and take the general path.
-	stated, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9, redislimit.WithStated(throttle.UnitRequests))
+	stated, err := redislimit.NewTokenBucket(rdb, throttle.Rate{N: 1e9, Per: time.Second}, 1e9, timeout, redislimit.WithStated(throttle.UnitRequests))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,6 +36,8 @@ type breaker struct {
 	now      func() int64 // local monotonic nanoseconds
 
 	// shut mirrors open, so that calls while Redis answers take no lock.
+	// Speed only: Redis decisions/s ≥ 0.9× redis_rate (bench/micro
+	// RedisDecision), whose 64 callers would meet on mu twice a call.
 	shut atomic.Bool
 
 	// mu guards the fields below.

@@ -44,22 +44,25 @@ type subscriber interface {
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	rdb      redis.Scripter
-	prefix   string
-	timeout  time.Duration
-	frozen   *atomic.Int64 // test-only; see withFrozenTime
-	script   *script
-	batcher  batcher
-	breaker  breaker
-	pauses   pauses
-	channel  string
-	start    time.Time // origin of the local monotonic clock
-	closed   atomic.Bool
-	ps       *redis.PubSub // nil without Subscribe
-	listened chan struct{} // closed when the subscription's goroutine ends
-	once     sync.Once
-	grants   sync.Map // a shared queue's waiter id -> its *waiter; see queue.go
-	settles  settles  // queued until a call carries them; see settle.go
+	rdb     redis.Scripter
+	prefix  string
+	timeout time.Duration
+	frozen  *atomic.Int64 // test-only; see withFrozenTime
+	script  *script
+	batcher batcher
+	breaker breaker
+	pauses  pauses
+	channel string
+	// channelArg is channel as a script argument, boxed once. Speed only:
+	// Redis decisions/s ≥ 0.9× redis_rate (bench/micro RedisDecision).
+	channelArg any
+	start      time.Time // origin of the local monotonic clock
+	closed     atomic.Bool
+	ps         *redis.PubSub // nil without Subscribe
+	listened   chan struct{} // closed when the subscription's goroutine ends
+	once       sync.Once
+	grants     sync.Map // a shared queue's waiter id -> its *waiter; see queue.go
+	settles    settles  // queued until a call carries them; see settle.go
 }
 
 // NewClient returns a Client for rdb. It takes [WithPrefix], [WithTimeout]
@@ -84,7 +87,7 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 	}
 	c := &Client{
 		rdb: rdb, prefix: cfg.prefix, timeout: cfg.timeout, frozen: cfg.frozen,
-		script: newScript(), channel: cfg.prefix + channelSuffix,
+		script: newScript(), channel: cfg.prefix + channelSuffix, channelArg: cfg.prefix + channelSuffix,
 		start: time.Now(), listened: make(chan struct{}),
 	}
 	c.breaker.observer, c.breaker.now = cfg.observer, c.now
@@ -171,19 +174,23 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 	if !c.breaker.admit() {
 		return nil, &UnavailableError{Err: ErrUnavailable}
 	}
-	tctx, stop := context.WithTimeout(ctx, c.timeout)
-	defer stop()
+	// The call's bound is a time, not a context of its own: the batcher
+	// makes one context per round trip, for all the calls it carries.
+	bound := time.Now().Add(c.timeout)
 	var v any
 	var err error
 	if s == c.script {
-		v, err = c.batcher.do(tctx, s, c.rdb, keys, args)
+		v, err = c.batcher.do(ctx, bound, s, c.rdb, keys, args)
 	} else {
-		v, err = s.run(tctx, c.rdb, keys, args)
+		v, err = runBounded(ctx, bound, s, c.rdb, keys, args)
 	}
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err() // the caller gave up; Redis is not to blame
 	}
-	if d, _ := tctx.Deadline(); err != nil && !time.Now().Before(d) {
+	if d, ok := ctx.Deadline(); ok && d.Before(bound) {
+		bound = d
+	}
+	if err != nil && !time.Now().Before(bound) {
 		// The client's own i/o deadline is the context's: say whose.
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
@@ -196,4 +203,14 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		return nil, fmt.Errorf("redislimit: script failed: %w", err)
 	}
 	return v, nil
+}
+
+// runBounded runs s once, on its own, bounded by ctx and by bound.
+func runBounded(ctx context.Context, bound time.Time, s *script, rdb redis.Scripter, keys []string, args []any) (any, error) {
+	if d, ok := ctx.Deadline(); !ok || bound.Before(d) {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, bound)
+		defer stop()
+	}
+	return s.run(ctx, rdb, keys, args)
 }

@@ -1,8 +1,6 @@
 package redislimit
 
 import (
-	"fmt"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/egress-go/egress/throttle"
@@ -32,14 +30,7 @@ type LeakyBucket struct {
 // [WithTolerance](d) keeps ceil(d×rate) units of the capacity in reserve,
 // or lengthens the interval by d when the capacity cannot spare them.
 func NewLeakyBucket(rdb redis.Scripter, r throttle.Rate, capacity int, opts ...Option) (*LeakyBucket, error) {
-	if capacity < 0 {
-		return nil, fmt.Errorf("redislimit: capacity must not be negative, got %d", capacity)
-	}
-	l, cfg, err := gcraLimit("lb", r, capacity+1, opts)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newBudget(rdb, cfg, l)
+	b, err := newGCRA(rdb, "lb", r, "capacity", capacity, 1, opts)
 	if err != nil {
 		return nil, err
 	}

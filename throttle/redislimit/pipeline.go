@@ -41,35 +41,41 @@ const maxBatch = 64
 // call is one script run waiting in a batch.
 type call struct {
 	ctx   context.Context
+	bound time.Time // when the Client's timeout ends for it (see WithTimeout)
 	keys  []string
 	args  []any
 	v     any
 	err   error
-	done  chan struct{} // closed once v and err are set
-	lead  chan struct{} // closed when the call is to send batch
+	// wake gets one value: false once v and err are set, or true when
+	// the call is to send batch, which it leads.
+	wake  chan bool
 	batch []*call
 }
 
-// do runs the script once for keys and args, bounded by ctx.
-func (b *batcher) do(ctx context.Context, s *script, rdb redis.Scripter, keys []string, args []any) (any, error) {
+// do runs the script once for keys and args, bounded by ctx and by bound.
+func (b *batcher) do(ctx context.Context, bound time.Time, s *script, rdb redis.Scripter, keys []string, args []any) (any, error) {
 	if b.pipe == nil || !s.loaded.Load() {
-		return s.run(ctx, rdb, keys, args)
+		return runBounded(ctx, bound, s, rdb, keys, args)
 	}
-	c := &call{ctx: ctx, keys: keys, args: args, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	if !b.sending {
 		b.sending = true
 		b.mu.Unlock()
-		b.send([]*call{c}, s, rdb)
-		return c.v, c.err
+		v, err := runBounded(ctx, bound, s, rdb, keys, args)
+		b.handOn()
+		return v, err
 	}
+	c := &call{ctx: ctx, bound: bound, keys: keys, args: args, wake: make(chan bool, 1)}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
+	// No timer of its own: the pipeline on the wire ends by its own
+	// calls' bounds, all earlier than c's, and the one that carries c by
+	// the earliest bound among its calls (see run).
 	select {
-	case <-c.done:
-		return c.v, c.err
-	case <-c.lead:
-		b.send(c.batch, s, rdb)
+	case lead := <-c.wake:
+		if lead {
+			b.send(c.batch, s, rdb)
+		}
 		return c.v, c.err
 	case <-ctx.Done():
 	}
@@ -89,12 +95,19 @@ func (b *batcher) do(ctx context.Context, s *script, rdb redis.Scripter, keys []
 	return nil, ctx.Err() // an answer still on the wire no longer matters
 }
 
-// send runs batch, answers every call in it, and hands the queue on.
+// send runs batch, whose first call sends it, answers the others, and
+// hands the queue on.
 func (b *batcher) send(batch []*call, s *script, rdb redis.Scripter) {
 	b.run(batch, s, rdb)
-	for _, c := range batch {
-		close(c.done)
+	for _, c := range batch[1:] {
+		c.wake <- false
 	}
+	b.handOn()
+}
+
+// handOn makes the first queued call lead the calls queued while a
+// pipeline was on the wire, or ends the sending when none are.
+func (b *batcher) handOn() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
@@ -105,38 +118,40 @@ func (b *batcher) send(batch []*call, s *script, rdb redis.Scripter) {
 	next := slices.Clone(b.queue[:n])
 	b.queue = slices.Delete(b.queue, 0, n)
 	next[0].batch = next
-	close(next[0].lead)
+	next[0].wake <- true
 }
 
 // run sets every call's answer: one script run, or a pipeline of them
-// bounded by the latest of their deadlines. A call whose context has
-// ended is not sent.
+// bounded by the earliest of their bounds, so that none is answered
+// later than its own. A call whose context has ended, or whose bound
+// has passed, is not sent.
 func (b *batcher) run(batch []*call, s *script, rdb redis.Scripter) {
 	live := make([]*call, 0, len(batch))
 	var end time.Time
+	now := time.Now()
 	for _, c := range batch {
 		if c.err = c.ctx.Err(); c.err != nil {
 			continue
 		}
+		if !now.Before(c.bound) {
+			c.err = context.DeadlineExceeded
+			continue
+		}
 		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); ok && d.After(end) {
-			end = d // every call comes through Client.run, with a deadline
+		if end.IsZero() || c.bound.Before(end) {
+			end = c.bound
 		}
 	}
 	if len(live) == 1 {
 		c := live[0]
-		c.v, c.err = s.run(c.ctx, rdb, c.keys, c.args)
+		c.v, c.err = runBounded(c.ctx, c.bound, s, rdb, c.keys, c.args)
 		return
 	}
 	if len(live) == 0 {
 		return
 	}
-	ctx := context.WithoutCancel(live[0].ctx)
-	if !end.IsZero() {
-		var stop context.CancelFunc
-		ctx, stop = context.WithDeadline(ctx, end)
-		defer stop()
-	}
+	ctx, stop := context.WithDeadline(context.WithoutCancel(live[0].ctx), end)
+	defer stop()
 	p := b.pipe.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, c := range live {
@@ -147,7 +162,7 @@ func (b *batcher) run(batch []*call, s *script, rdb redis.Scripter) {
 		c.v, c.err = cmds[i].Result()
 		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
 			s.loaded.Store(false)
-			c.v, c.err = s.run(c.ctx, rdb, c.keys, c.args)
+			c.v, c.err = runBounded(c.ctx, c.bound, s, rdb, c.keys, c.args)
 		}
 	}
 }

@@ -126,3 +126,51 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 	assert.Equal(t, "gave up", got[0], "before Redis came back")
 	assert.ElementsMatch(t, []string{"gave up", "on the wire", "waited"}, got)
 }
+
+// TestPipelineQueuedCallsKeepTheirBound stalls Redis while one call,
+// whose caller gives up soon, is on the wire: the calls queued behind it,
+// whose contexts never end, have no timer of their own, and still give
+// up with Redis unavailable once the Client's timeout has passed, rather
+// than wait for Redis.
+func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
+	s := startRedis(t, "--enable-debug-command", "local")
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}) // only the context bounds a call
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	l, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1000, WithTimeout(2*time.Second))
+	require.NoError(t, err)
+	closeAll(t, l)
+	reserve(t, l, "k", 1, 0) // load the script
+
+	go func() { _ = s.client(t).Do(ctx, "DEBUG", "SLEEP", "600").Err() }() // until the server is killed
+	require.Eventually(t, func() bool {                                    // the sleep has begun
+		c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ReadTimeout: 20 * time.Millisecond})
+		defer c.Close()
+		return c.Ping(ctx).Err() != nil
+	}, 5*time.Second, 10*time.Millisecond)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { // on the wire, until its caller gives up
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		_, err := l.Reserve(short, "k", 1, 0)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+	require.Eventually(t, func() bool {
+		l.client.batcher.mu.Lock()
+		defer l.client.batcher.mu.Unlock()
+		return l.client.batcher.sending
+	}, 5*time.Second, time.Millisecond)
+	errs := make(chan error, 8)
+	for range 8 { // queued, then sent in one pipeline while Redis sleeps
+		wg.Go(func() {
+			_, err := l.Reserve(ctx, "k", 1, 0)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.ErrorIs(t, err, ErrUnavailable)
+	}
+}

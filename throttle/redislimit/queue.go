@@ -318,7 +318,7 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return q.fail(ctx, err)
+		return q.fail(err, acquireWith(ctx))
 	}
 	st, err := integer(v, "queue acquire")
 	if err != nil {
@@ -359,7 +359,7 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 		q.giveUp(id)
 		return nil, ErrClosed
 	case w.err != nil: // read once ready is closed, after lose wrote it
-		return q.fail(ctx, w.err)
+		return q.fail(w.err, acquireWith(ctx))
 	}
 	return q.hold(id), nil
 }
@@ -397,18 +397,13 @@ func (q *Queue) TryAcquire() (release func(), ok bool) {
 	v, err := q.call(context.Background(), "acquire", id, 0, q.m)
 	if err != nil {
 		q.giveUp(id)
-		if !errors.Is(err, ErrUnavailable) {
-			return nil, false
-		}
-		switch p := q.policy.(type) {
-		case FailMode:
-			if p == FailOpen {
-				return func() {}, true
+		release, err := q.fail(err, func(local queue.Interface) (func(), error) {
+			if release, ok := local.TryAcquire(); ok {
+				return release, nil
 			}
-		case queueFallback:
-			return p.local.TryAcquire()
-		}
-		return nil, false
+			return nil, queue.ErrFull
+		})
+		return release, err == nil
 	}
 	if st, err := integer(v, "queue acquire"); err != nil || st != replyGranted {
 		return nil, false
@@ -448,8 +443,14 @@ func (q *Queue) FleetStats(ctx context.Context) (queue.Stats, error) {
 	return queue.Stats{InFlight: int(is[0]), Waiting: int(is[1]), Rejected: q.rejected}, nil
 }
 
-// fail applies the failure policy to err.
-func (q *Queue) fail(ctx context.Context, err error) (func(), error) {
+// acquireWith returns the local queue's Acquire, bounded by ctx.
+func acquireWith(ctx context.Context) func(queue.Interface) (func(), error) {
+	return func(local queue.Interface) (func(), error) { return local.Acquire(ctx) }
+}
+
+// fail applies the failure policy to err; under QueueFallback, acquire
+// takes a slot from the local queue.
+func (q *Queue) fail(err error, acquire func(local queue.Interface) (func(), error)) (func(), error) {
 	if !errors.Is(err, ErrUnavailable) {
 		return nil, err
 	}
@@ -459,7 +460,7 @@ func (q *Queue) fail(ctx context.Context, err error) (func(), error) {
 			return func() {}, nil
 		}
 	case queueFallback:
-		return p.local.Acquire(ctx)
+		return acquire(p.local)
 	}
 	return nil, err
 }

@@ -80,13 +80,22 @@ func integer(v any, what string) (int64, error) {
 // integers checks that the first len(what) values of v are integers.
 func integers(v []any, what ...string) ([]int64, error) {
 	out := make([]int64, len(what))
+	if err := readIntegers(out, v, what...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readIntegers is integers into out, which the caller may keep on its
+// stack.
+func readIntegers(out []int64, v []any, what ...string) error {
 	for i, w := range what {
 		var err error
 		if out[i], err = integer(v[i], w); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // text checks that v is a string reply.

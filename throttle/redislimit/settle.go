@@ -119,7 +119,10 @@ type settles struct {
 	// after runs f after d, as time.AfterFunc; tests replace it.
 	after func(d time.Duration, f func())
 
-	queued atomic.Int64 // settles in pending, so that calls skip mu when 0
+	// queued counts the settles in pending, so that calls skip mu when 0.
+	// Speed only: Redis decisions/s ≥ 0.9× redis_rate (bench/micro
+	// RedisDecision), whose 64 callers would meet on mu once a call.
+	queued atomic.Int64
 
 	mu      sync.Mutex
 	pending map[pendingKey][]string
@@ -189,7 +192,7 @@ func (b *budget) flush(ctx context.Context, key string) error {
 		return err
 	}
 	if recs := b.client.settles.take(b, key); len(recs) > 0 {
-		_, err = b.send(ctx, key, ks, append(b.args("settle", 1), b.client.channel), recs)
+		_, err = b.send(ctx, key, ks, append(b.args("settle", 1), b.client.channelArg), recs)
 	}
 	return err
 }

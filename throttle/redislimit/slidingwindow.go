@@ -26,15 +26,21 @@ type SlidingWindow struct {
 // NewSlidingWindow returns an exact sliding window per key, kept in rdb,
 // that admits at most limit units in any window.
 func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
-	l, cfg, err := windowLimit("sl", limit, window, opts)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newBudget(rdb, cfg, l)
+	b, err := newSlidingWindow(rdb, "sl", limit, window, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &SlidingWindow{budget: b, limit: limit, window: window}, nil
+}
+
+// newSlidingWindow builds the budget of a sliding window (sl or swc):
+// the one constructor of both.
+func newSlidingWindow(rdb redis.Scripter, algo string, limit int, window time.Duration, opts []Option) (*budget, error) {
+	l, cfg, err := windowLimit(algo, limit, window, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newBudget(rdb, cfg, l)
 }
 
 // windowLimit checks what the windowed limiters share and builds their

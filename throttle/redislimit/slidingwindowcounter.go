@@ -23,11 +23,7 @@ type SlidingWindowCounter struct {
 // NewSlidingWindowCounter returns an approximate sliding window per key,
 // kept in rdb, of limit units per window.
 func NewSlidingWindowCounter(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindowCounter, error) {
-	l, cfg, err := windowLimit("swc", limit, window, opts)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newBudget(rdb, cfg, l)
+	b, err := newSlidingWindow(rdb, "swc", limit, window, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -32,18 +32,25 @@ type TokenBucket struct {
 // When burst intervals last longer than about 13 days, the interval is
 // rounded up to a whole microsecond instead.
 func NewTokenBucket(rdb redis.Scripter, r throttle.Rate, burst int, opts ...Option) (*TokenBucket, error) {
-	if burst < 1 {
-		return nil, fmt.Errorf("redislimit: burst must be at least 1, got %d", burst)
-	}
-	l, cfg, err := gcraLimit("tb", r, burst, opts)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newBudget(rdb, cfg, l)
+	b, err := newGCRA(rdb, "tb", r, "burst", burst, 0, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &TokenBucket{budget: b, rate: r, burst: burst}, nil
+}
+
+// newGCRA builds the budget of a bucket (tb or lb) that lets n+extra
+// units go at once, n being the constructor's argument named field: the
+// one constructor of both buckets.
+func newGCRA(rdb redis.Scripter, algo string, r throttle.Rate, field string, n, extra int, opts []Option) (*budget, error) {
+	if n+extra < 1 {
+		return nil, fmt.Errorf("redislimit: %s must be at least %d, got %d", field, 1-extra, n)
+	}
+	l, cfg, err := gcraLimit(algo, r, n+extra, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newBudget(rdb, cfg, l)
 }
 
 // gcraLimit builds the limit of a bucket that lets burst units go at
