@@ -366,9 +366,13 @@ func (e *keyState[S, A]) rebook(c *claim, delay int64) {
 	if delay >= 0 {
 		slot = e.last + delay
 	}
+	// Field by field: Until reads c.key without the lock.
+	c.slot, c.shifted = slot, e.pause.shifted
 	if c.n == 0 {
-		*c = claim{key: e, slot: slot, seq: e.seq, shifted: e.pause.shifted}
+		c.seq = e.seq
 		return
 	}
-	e.book(e.last, slot, c.n, c)
+	e.seq++
+	c.undo, _ = e.eng.alg.book(&e.s, e.last, slot, c.n, e.seq, false)
+	c.seq = e.seq
 }
