@@ -52,12 +52,13 @@ func llmContenders() []llmContender {
 			name: "egress with settle", build: llmEgressSettle(0),
 			how: "`egress.NewClient` with `throttle.All` of three token buckets at the published limits (a minute's worth of burst, `WithTolerance(DefaultTolerance)`), " +
 				"`egress.WithEstimate` booking {1, prompt tokens, max_tokens} (read from the request's body through GetBody) at one common slot with `ReserveParts`, " +
-				"and `egress.Settle(resp, 1, usage.input_tokens, usage.output_tokens)` once the usage is read (for a stream, from its last events); `WithRetry(retryafter.Policy{})`.",
+				"and `egress.Settle(resp, 1, usage.input_tokens, usage.output_tokens)` once the usage is read (for a stream, from its last events); `WithRetry(retryafter.Policy{})`. " +
+				"No bound on the calls in flight: a call asleep for its slot moves up when an earlier one settles (throttle's \"Moving up\", always on for buckets in process).",
 		},
 		{
 			name: "egress with settle, 4 in flight", build: llmEgressSettle(4),
 			how: "as egress with settle, plus `egress.WithQueue(queue.New(4, 16))`: at most 4 calls booked and not yet answered, the rest wait in the Transport's line before booking. " +
-				"A call waiting for its slot holds its estimate, and what max_tokens overestimates is given back only to calls booked after it settles; with 16 booked at once, the job's last calls leave about 16 × 700 output tokens unused.",
+				"Before sleepers moved up, this bound was what met the goal in one process; through Redis, where a booking does not move up, it still is (the rows with 1 and 2 in flight per process).",
 		},
 		{
 			name: "egress (estimate only)", build: llmEgressEstimate,

@@ -49,6 +49,32 @@
 // single-cost case. In the engine, keyState.settle finds where the claim
 // is due now and hands the difference to algorithm.settle.
 //
+// # Moving up
+//
+// A caller asleep in [Reservation.Wait] on a [TokenBucket] or
+// [LeakyBucket] (alone, or as every part of an [All] of them) moves up
+// when a booking before it gives units back, by Settle with a smaller
+// actual or by Cancel: its slot moves to the earliest the bucket would
+// have given it had that booking cost its actual from the start, and
+// never later than it was. So the calls already asleep gain from a
+// give-back, not only those booked after it, and an LLM job needs no
+// bound on its calls in flight to use its output limit (bench/LLM.md).
+// Nothing to set: it is how Wait works.
+//
+// It keeps every bound the bucket keeps. The give-back's goroutine takes
+// the key's latest bookings whose callers sleep in Wait, gives them back
+// in full (newest first, as Cancel gives back a latest booking), applies
+// the give-back, and books them again in their order, all under the
+// key's lock: the schedule is one the bucket could have handed out,
+// spacing and burst included. A caller booked on several keys moves on
+// all of them, to one common slot, or on none. Only sleepers move: a
+// booking whose caller is not in Wait (it may time the slot itself), or
+// one made before such a booking, keeps its slot, and so do the callers
+// after it. [Reservation.Delay] keeps the delay at booking; Wait follows
+// the slot. Windows (FixedWindow, SlidingWindow, SlidingWindowCounter),
+// an All with such a part or a part from another package, and redislimit
+// do not move sleepers (moveup.go).
+//
 // # How a request travels
 //
 // Each limiter type (say [TokenBucket]) wraps one engine, which holds the
@@ -62,7 +88,7 @@
 //	  refused if that slot lies past maxWait: Delay says when the same call would fit
 //	  keyState.book:    algorithm.book counts the units; a claim records slot, n and the key's pause shift
 //	  Reservation:      holds the claim as its Booking
-//	Reservation.Wait:   sleeps until claim.Until() is 0, asking again each time it wakes
+//	Reservation.Wait:   sleeps until claim.Until() is 0, asking again each time it wakes (and when it moved up)
 //	Reservation.Cancel: claim.Cancel gives back what is safe (algorithm.give)
 //	Reservation.Settle: claim.Settle charges or gives back the difference at the slot (algorithm.settle)
 //

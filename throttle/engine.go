@@ -79,6 +79,7 @@ type keyState[S any, A algorithm[S]] struct {
 	seq     uint64 // bookings made so far
 	dropped bool   // a sweep removed this state from keys
 	pause   pauseState
+	waiting *waitList // callers asleep in Wait (moveup.go); nil when none
 	s       S
 }
 
@@ -370,6 +371,14 @@ func (e *keyState[S, A]) give(c *claim) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.giveLocked(c)
+}
+
+// giveLocked is give with e.mu held.
+func (e *keyState[S, A]) giveLocked(c *claim) {
+	if c.n == 0 {
+		return
+	}
 	b := *c
 	b.slot = e.slotOf(c)
 	now := e.tick()
@@ -398,12 +407,7 @@ func (e *keyState[S, A]) settle(c *claim, actual int) error {
 		b := *c
 		b.slot = e.slotOf(c)
 		if !dropped {
-			latest := c.seq == e.seq && c.n > 0
-			if c.n == 0 {
-				e.seq++ // a claim of nothing is booked only now: the latest
-				b.seq = e.seq
-			}
-			e.eng.alg.settle(&e.s, e.tick(), b, delta, latest, false)
+			e.settleAt(c, delta)
 		}
 		e.mu.Unlock()
 		if dropped && delta > 0 {
@@ -415,6 +419,32 @@ func (e *keyState[S, A]) settle(c *claim, actual int) error {
 			live.mu.Unlock()
 		}
 	}
+	return e.overCapacity(actual)
+}
+
+// settleLocked is settle with e.mu held, on a state not dropped.
+func (e *keyState[S, A]) settleLocked(c *claim, actual int) error {
+	if delta := int64(actual) - int64(c.n); delta != 0 {
+		e.settleAt(c, delta)
+	}
+	return e.overCapacity(actual)
+}
+
+// settleAt changes c's units by delta at its slot. e.mu is held.
+func (e *keyState[S, A]) settleAt(c *claim, delta int64) {
+	b := *c
+	b.slot = e.slotOf(c)
+	latest := c.seq == e.seq && c.n > 0
+	if c.n == 0 {
+		e.seq++ // a claim of nothing is booked only now: the latest
+		b.seq = e.seq
+	}
+	e.eng.alg.settle(&e.s, e.tick(), b, delta, latest, false)
+}
+
+// overCapacity reports an actual cost larger than the key could ever
+// admit at once.
+func (e *keyState[S, A]) overCapacity(actual int) error {
 	if actual > e.eng.maxN {
 		return fmt.Errorf("throttle: key %q settled at %d units, charged: %w", e.key, actual, capacityError(actual, e.eng.maxN))
 	}

@@ -87,7 +87,8 @@ const (
 )
 
 // Wait sleeps until the units are the caller's, following any pause of
-// the key learned while it sleeps. It never sleeps just to fail: if the
+// the key learned while it sleeps. On a bucket, it also moves up when
+// earlier bookings give units back (see "Moving up" in the package doc). It never sleeps just to fail: if the
 // slot lies past ctx's deadline, the reservation is cancelled and a
 // *[LimitError] with Timeout true is returned. If ctx ends while it
 // sleeps, the reservation is cancelled and ctx's error is returned.
@@ -120,15 +121,32 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 			timer.Stop()
 		}
 	}()
-	for {
+	var w *waiter // set once the caller sleeps: its slot may move up (moveup.go)
+	defer func() {
+		if w != nil {
+			w.unwatch()
+		}
+	}()
+	var moved <-chan bool // nil (never receives) unless the booking can move
+	for watched := false; ; {
 		d := r.booking.Until()
 		if d <= 0 {
 			r.state.CompareAndSwap(open, used) // the slot is the caller's: nothing to give back
 			return nil
 		}
 		if left, ok := timeLeft(ctx); ok && left < d {
+			if w != nil {
+				w.unwatch() // before Cancel: a moving up never books what is given back
+			}
 			r.cancelDetached(ctx)
 			return &LimitError{Key: key, RetryAfter: d - left, Deadline: true}
+		}
+		if !watched {
+			watched = true
+			if w = watch(r); w != nil {
+				moved = w.moved
+				continue // the slot may have moved before it was watched
+			}
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -137,7 +155,11 @@ func (r *Reservation) wait(ctx context.Context, key string) error {
 		}
 		select {
 		case <-timer.C:
+		case <-moved: // earlier bookings gave units back: the slot moved up
 		case <-ctx.Done():
+			if w != nil {
+				w.unwatch()
+			}
 			r.cancelDetached(ctx)
 			return ctx.Err()
 		}
@@ -228,6 +250,22 @@ type holder interface {
 	// settle charges or gives back the difference between actual and
 	// c.n, at c's slot; it reports an actual above the limiter's capacity.
 	settle(c *claim, actual int) error
+
+	// For moving up (moveup.go); the locked ones need the key's mu.
+	movable() bool
+	lockOrder() uint64
+	lockMove() bool
+	unlockMove()
+	watch(c *claim, w *waiter)
+	unwatch(c *claim)
+	giveLocked(c *claim)                     // locked
+	settleLocked(c *claim, actual int) error // locked
+	latestWaiter() *waiter                   // locked
+	asleep(keys []holder) []*waiter          // locked
+	delayOf(c *claim) int64                  // locked
+	unbook(c *claim)                         // locked
+	earliestDelay(n int) int64               // locked
+	rebook(c *claim, delay int64)            // locked
 }
 
 // claim is the Booking of the built-in limiters: n units of one key of
@@ -246,7 +284,13 @@ func (c *claim) Until() time.Duration { return c.key.until(c) }
 
 // Cancel implements [Booking].
 func (c *claim) Cancel(context.Context) error {
-	c.key.give(c)
+	moveUp(c.key, []holder{c.key}, func(locked bool) {
+		if locked {
+			c.key.giveLocked(c)
+		} else {
+			c.key.give(c)
+		}
+	})
 	return nil
 }
 
@@ -255,7 +299,18 @@ func (c *claim) parts() int { return 1 }
 
 // Settle implements [Settler].
 func (c *claim) Settle(_ context.Context, actual []int) error {
-	return c.key.settle(c, actual[0])
+	if actual[0] >= c.n {
+		return c.key.settle(c, actual[0]) // nothing given back
+	}
+	var err error
+	moveUp(c.key, []holder{c.key}, func(locked bool) {
+		if locked {
+			err = c.key.settleLocked(c, actual[0])
+		} else {
+			err = c.key.settle(c, actual[0])
+		}
+	})
+	return err
 }
 
 // allBooking is the Booking of [All]: claims on the built-in parts, all at
@@ -289,10 +344,30 @@ func (b *allBooking) Settle(ctx context.Context, actual []int) error {
 		return a
 	}
 	var errs []error
+	gave := -1 // a claim that gives units back: the callers waiting behind it move up
 	for i := range b.claims {
-		if err := b.claims[i].key.settle(&b.claims[i], pick(b.claimParts[i]...)); err != nil {
-			errs = append(errs, err)
+		if pick(b.claimParts[i]...) < b.claims[i].n && gave < 0 {
+			gave = i
 		}
+	}
+	settle := func(locked bool) {
+		for i := range b.claims {
+			c, a := &b.claims[i], pick(b.claimParts[i]...)
+			var err error
+			if locked {
+				err = c.key.settleLocked(c, a)
+			} else {
+				err = c.key.settle(c, a)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if gave >= 0 {
+		moveUp(b.claims[gave].key, b.keys(), settle)
+	} else {
+		settle(false)
 	}
 	for i, r := range b.foreign {
 		if err := r.Settle(ctx, pick(b.foreignPart[i])); err != nil {
@@ -300,6 +375,15 @@ func (b *allBooking) Settle(ctx context.Context, actual []int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keys returns the keys of the built-in parts.
+func (b *allBooking) keys() []holder {
+	ks := make([]holder, len(b.claims))
+	for i := range b.claims {
+		ks[i] = b.claims[i].key
+	}
+	return ks
 }
 
 // Until implements [Booking]: the longest wait among the parts.
@@ -319,8 +403,20 @@ func (b *allBooking) Until() time.Duration {
 // Cancel implements [Booking]: it gives back every part, and returns the
 // first error from a part outside this package.
 func (b *allBooking) Cancel(ctx context.Context) error {
+	give := func(locked bool) {
+		for i := range b.claims {
+			if locked {
+				b.claims[i].key.giveLocked(&b.claims[i])
+			} else {
+				b.claims[i].key.give(&b.claims[i])
+			}
+		}
+	}
 	for i := range b.claims {
-		b.claims[i].key.give(&b.claims[i])
+		if b.claims[i].n > 0 || i == len(b.claims)-1 {
+			moveUp(b.claims[i].key, b.keys(), give) // from a key it booked units on
+			break
+		}
 	}
 	var first error
 	for _, r := range b.foreign {

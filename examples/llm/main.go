@@ -124,10 +124,13 @@ func run(redisAddr string) error {
 	if err != nil {
 		return err
 	}
-	// Every call in flight or waiting for its slot holds its estimate, and
-	// what max_tokens overestimates comes back only to calls booked after
-	// it settles: bounding them bounds what the job's last calls leave
-	// unused. Replies take tens of milliseconds, so a few suffice.
+	// Every call in flight or waiting for its slot holds its estimate
+	// until it settles. In process, a call asleep for its slot moves up
+	// when an earlier one settles (throttle's "Moving up"); a Redis
+	// booking does not, so what max_tokens overestimates comes back only
+	// to calls booked after the settle: bounding the calls bounds what the
+	// job's last calls leave unused. Replies take tens of milliseconds, so
+	// a few suffice.
 	inFlight, err := queue.New(inFlightCalls, workers)
 	if err != nil {
 		return err
