@@ -290,3 +290,44 @@ func TestAdaptiveCluster(t *testing.T) {
 	}))
 	adaptiveBook(t, a, "a")
 }
+
+// TestAdaptiveTwin: the script learns as throttle.Adaptive does. Paced
+// by the limiter in Redis against a hidden token bucket of 40/s (burst
+// 4), answers coming 5 ms after each request, the rate learned in Redis
+// follows the in-process one, fed the same answers, step by step, and
+// ends within 10% of the hidden limit.
+func TestAdaptiveTwin(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	shared := newAdaptive(t, s, c)
+	local, err := throttle.NewAdaptive(throttle.PerSecond(100), throttle.WithClock(c.now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	const key = "twin"
+	tokens, last := 4.0, c.now()
+	var due []time.Time   // when each answer in flight arrives
+	var throttled []bool  // and what it says
+	for i := range 8000 { // 8 s in 1 ms steps
+		c.advance(ms)
+		now := c.now()
+		for len(due) > 0 && !due[0].After(now) {
+			o := throttle.Outcome{N: 1, Throttled: throttled[0], Latency: 5 * ms}
+			require.NoError(t, shared.Learn(ctx, key, o))
+			require.NoError(t, local.Learn(ctx, key, o))
+			due, throttled = due[1:], throttled[1:]
+		}
+		r, err := shared.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+		require.InEpsilon(t, local.Rate(key), shared.Rate(key), 1e-9, "step %d", i)
+		if !r.OK {
+			continue
+		}
+		tokens = min(4, tokens+40*now.Sub(last).Seconds())
+		last = now
+		due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1)
+		if tokens >= 1 {
+			tokens--
+		}
+	}
+	assert.InDelta(t, 40, shared.Rate(key), 4, "within 10% of the hidden limit")
+}
