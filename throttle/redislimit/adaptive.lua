@@ -148,14 +148,15 @@ local function sent(t, span)
   return n / (span / 1000000)
 end
 
--- relay lays the slots ahead of now out again at the rate, from a rate
--- old: their distance from now grows by old / rate. Nothing moves
--- earlier.
+-- relay lays the slots ahead out again at the rate, from a rate old:
+-- their distance from now, or from the end of a pause (which no slot
+-- ahead lies before), grows by old / rate. Nothing moves earlier.
 local function relay(old)
-  if k.rate < old and k.tat > now then
+  local at = math.max(now, k.paused)
+  if k.rate < old and k.tat > at then
     local f = old / k.rate
-    k.tat = now + math.ceil((k.tat - now) * f)
-    change(1, now, f)
+    k.tat = at + math.ceil((k.tat - at) * f)
+    change(1, at, f)
   end
 end
 

@@ -101,6 +101,13 @@ func TestAdaptivePause(t *testing.T) {
 	assert.Equal(t, time.Second+10*ms, sleeper.Until())
 	assert.Equal(t, time.Second+20*ms, next.Until())
 
+	// A cut lays the slots ahead out again from the pause's end: the
+	// pause itself does not stretch.
+	answer(t, a, key, true)
+	assert.Equal(t, time.Second+42858*time.Microsecond, adaptiveBook(t, a, key).Until(), "30 ms × 100/70 after the pause")
+	adaptiveBook(t, b, key)
+	assert.Equal(t, time.Second+14286*time.Microsecond, sleeper.Until())
+
 	c.advance(time.Hour) // long past the max hold: the pause is capped at it
 	require.NoError(t, a.Pause(ctx, key, 24*time.Hour))
 	assert.Equal(t, throttle.DefaultMaxHold, adaptiveBook(t, b, key).Until())
