@@ -200,15 +200,71 @@ func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Ad
 	}
 	if a.client == nil {
 		a.client, a.own = newClient(rdb, cfg), true
-		return a, nil
+	} else {
+		if err := cfg.only(false, "a limiter given WithClient"); err != nil {
+			return nil, err
+		}
+		if !sameClient(rdb, a.client.rdb) {
+			return nil, fmt.Errorf("redislimit: WithClient's Client is on another redis client than the limiter's")
+		}
 	}
-	if err := cfg.only(false, "a limiter given WithClient"); err != nil {
-		return nil, err
-	}
-	if !sameClient(rdb, a.client.rdb) {
-		return nil, fmt.Errorf("redislimit: WithClient's Client is on another redis client than the limiter's")
-	}
+	a.client.learners.Store(a, struct{}{})
 	return a, nil
+}
+
+// changeMessage starts what adaptive.lua publishes on the Client's
+// channel when a call changes a key's schedule.
+const changeMessage = "change "
+
+// changed hands a published change to every Adaptive on c.
+func (c *Client) changed(msg string) {
+	c.learners.Range(func(a, _ any) bool {
+		a.(*Adaptive).hear(msg)
+		return true
+	})
+}
+
+// hear reads "<state key> <born> <rate> <gen kind at value>..." as
+// adaptive.lua publishes it, for a key this limiter holds a view of. It
+// takes the changes that follow the view's last one, and stops at a gap:
+// the next reply fills it.
+func (a *Adaptive) hear(msg string) {
+	f := strings.Fields(msg)
+	if len(f) < 7 || (len(f)-3)%4 != 0 {
+		return
+	}
+	key, ok := strings.CutPrefix(f[0], a.client.prefix+"{")
+	if !ok {
+		return
+	}
+	if key, ok = strings.CutSuffix(key, "}:"+a.suffix); !ok {
+		return
+	}
+	born, err1 := strconv.ParseInt(f[1], 10, 64)
+	rate, err2 := strconv.ParseFloat(f[2], 64)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v := a.views[key]
+	if v == nil || v.born != born {
+		return
+	}
+	for i := 3; i+3 < len(f); i += 4 {
+		c, ok := parseChange(strings.Join(f[i:i+4], " "))
+		if !ok || c.gen > v.gen+1 {
+			return
+		}
+		if c.gen == v.gen+1 {
+			v.changes = append(v.changes, c)
+			v.gen = c.gen
+			v.rate = rate
+		}
+	}
+	if len(v.changes) > maxChanges {
+		v.changes = slices.Delete(v.changes, 0, len(v.changes)-maxChanges)
+	}
 }
 
 func perSecond(r throttle.Rate) float64 { return float64(r.N) / r.Per.Seconds() }
@@ -299,7 +355,7 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	v.used = now
 	pending := v.pending
 	v.pending = nil
-	args := append(a.args("reserve", v.born, v.gen, 4+5*len(pending)), n, wait, micros(max(after, 0)), len(pending))
+	args := append(a.args("reserve", v.born, v.gen, 5+5*len(pending)), n, wait, micros(max(after, 0)), len(pending))
 	a.mu.Unlock()
 	for _, s := range pending {
 		thr := 0
@@ -313,7 +369,7 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 		args = append(args, max(now-s.arrived, 0)/int64(time.Microsecond), micros(s.latency), thr,
 			strconv.FormatFloat(s.stated, 'g', -1, 64), early)
 	}
-	reply, err := a.client.runScript(ctx, a.script, ks, args)
+	reply, err := a.client.runScript(ctx, a.script, ks, append(args, a.client.channel))
 	if err != nil {
 		a.mu.Lock()
 		v.pending = append(pending, v.pending...) // for the next call that reaches Redis
@@ -489,7 +545,7 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	v := a.view(key, a.client.now())
 	born, gen := v.born, v.gen
 	a.mu.Unlock()
-	reply, err := a.client.runScript(ctx, a.script, ks, append(a.args("pause", born, gen, 1), micros(d)))
+	reply, err := a.client.runScript(ctx, a.script, ks, append(a.args("pause", born, gen, 2), micros(d), a.client.channel))
 	if err != nil {
 		return a.failPause(ctx, key, d, err)
 	}
@@ -526,6 +582,7 @@ func (a *Adaptive) failPause(ctx context.Context, key string, d time.Duration, e
 // given with [WithClient] stays open for its owner to close. Answers
 // still waiting for a call are dropped.
 func (a *Adaptive) Close() error {
+	a.client.learners.Delete(a)
 	if a.own {
 		return a.client.Close()
 	}
@@ -573,7 +630,7 @@ func (b *adaptiveBooking) Cancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 3), b.seq, b.gen, b.slot))
+	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 4), b.seq, b.gen, b.slot, b.a.client.channel))
 	if err != nil {
 		return err
 	}

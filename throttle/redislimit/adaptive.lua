@@ -14,7 +14,7 @@
 -- its last call on the key: their count, then per signal ago (µs since
 -- its answer arrived), latency (µs), throttled (0 or 1), stated (a rate
 -- per second the upstream stated, or 0) and early (µs until the reset of
--- a quota stated at 0, or -1).
+-- a quota stated at 0, or -1). Every op takes the Client's channel last.
 --
 -- The state is one string of packed doubles: the fields below, then the
 -- buckets ((index, ok, throttled) each), then the changes, oldest first,
@@ -59,6 +59,7 @@ local maxHold, born, known = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV
 
 -- load reads the key's state, or starts it at the ceiling.
 local k = {buckets = {}, changes = {}}
+local gen0 = 0 -- the gen before this call
 local raw = redis.call('GET', KEYS[1])
 if raw then
   local v = {struct.unpack(layout, raw)}
@@ -69,6 +70,7 @@ if raw then
   for i = 0, adaptiveBuckets - 1 do
     k.buckets[i] = {index = b[3 * i + 1], ok = b[3 * i + 2], throttled = b[3 * i + 3]}
   end
+  gen0 = k.gen
   while at + 31 <= #raw do
     local gen, kind, from, value, next = struct.unpack('<dddd', raw, at)
     k.changes[#k.changes + 1] = {gen, kind, from, value}
@@ -103,6 +105,21 @@ end
 local function change(kind, at, value)
   k.gen = k.gen + 1
   k.changes[#k.changes + 1] = {k.gen, kind, at, value}
+end
+
+-- publish tells every process of the changes made by this call, with
+-- the rate, on the channel (the last argument): "change <state key>
+-- <born> <rate> <gen kind at value>...". Replies are the backstop, as for
+-- pauses: pub/sub delivers at most once.
+local function publish(from)
+  if k.gen <= from then return end
+  local msg = {'change', KEYS[1], string.format('%d', k.born), string.format('%.17g', k.rate)}
+  for _, c in ipairs(k.changes) do
+    if c[1] > from then
+      msg[#msg + 1] = string.format('%d %d %d %.17g', c[1], c[2], c[3], c[4])
+    end
+  end
+  redis.call('PUBLISH', ARGV[#ARGV], table.concat(msg, ' '))
 end
 
 local function clamp(rate)
@@ -263,12 +280,14 @@ if op == 'reserve' then
   local slot = math.max(now + after, k.tat, k.paused)
   if maxWait >= 0 and slot - now > maxWait then
     if m > 0 or not raw then save() end
+    publish(gen0)
     return reply({0, slot - now - maxWait, 0, 0})
   end
   k.tat = slot + cost(n)
   k.seq = k.seq + 1
   k.latest = k.seq
   save()
+  publish(gen0)
   return reply({1, slot - now, slot, k.seq})
 elseif op == 'cancel' then
   -- seq, gen and slot of the booking: its spacing comes back when it is
@@ -294,6 +313,7 @@ elseif op == 'pause' then
   if k.tat > now then k.tat = k.tat + shift end
   change(2, now, shift)
   save()
+  publish(gen0)
   return reply({1})
 end
 return redis.error_reply('ERR redislimit: unknown adaptive op ' .. tostring(op))

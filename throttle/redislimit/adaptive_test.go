@@ -14,10 +14,12 @@ import (
 )
 
 // newAdaptive returns an Adaptive on its own go-redis client of s: one
-// process of a fleet.
+// process of a fleet, which hears of changes from its replies only (the
+// client's Subscribe is hidden), so that what it has heard is
+// deterministic. TestAdaptivePubSub covers pub/sub.
 func newAdaptive(t *testing.T, s *server, c *clock, opts ...Option) *Adaptive {
 	t.Helper()
-	return newAdaptiveOn(t, s.client(t), c, opts...)
+	return newAdaptiveOn(t, hiddenSubscribe{s.client(t)}, c, opts...)
 }
 
 func newAdaptiveOn(t *testing.T, rdb redis.Scripter, c *clock, opts ...Option) *Adaptive {
@@ -337,4 +339,19 @@ func TestAdaptiveTwin(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, 40, shared.Rate(key), 4, "within 10% of the hidden limit")
+}
+
+// TestAdaptivePubSub: a process hears of another's cut through pub/sub,
+// without a call of its own, and its sleepers follow.
+func TestAdaptivePubSub(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptiveOn(t, s.client(t), c)
+	const key = "heard"
+	adaptiveBook(t, a, key)
+	sleeper := adaptiveBook(t, b, key)
+	answer(t, a, key, true)
+	adaptiveBook(t, a, key)
+	require.Eventually(t, func() bool { return sleeper.Until() == 14286*time.Microsecond }, 5*time.Second, 5*ms)
+	assert.Equal(t, 70.0, b.Rate(key))
 }
