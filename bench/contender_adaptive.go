@@ -52,7 +52,7 @@ type adaptiveClient struct {
 }
 
 // sample reads l's rate for key every bin from start until close.
-func (c *adaptiveClient) sample(l *throttle.Adaptive, key string, start time.Time) {
+func (c *adaptiveClient) sample(l interface{ Rate(key string) float64 }, key string, start time.Time) {
 	select {
 	case <-time.After(time.Until(start)):
 	case <-c.done:

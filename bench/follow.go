@@ -248,6 +248,22 @@ func followScenarios(smoke bool) []scenario {
 			shares: []int{secs * h.rate}, goroutines: 32, plot: plotPerBin, contenders: hidden,
 		})
 	}
+	// The same upstreams, learned by 4 processes through one Redis: 8
+	// goroutines each, the same work in all.
+	for i, h := range []struct {
+		rate, status int
+	}{{10, http.StatusTooManyRequests}, {100, http.StatusServiceUnavailable}, {1000, http.StatusTooManyRequests}} {
+		secs := scale(10, 2)
+		burst := max(h.rate/10, 1)
+		share := secs * h.rate / 4
+		scs = append(scs, scenario{
+			id: "6" + string(rune('d'+i)), part: "6", table: tableHidden,
+			title: fmt.Sprintf("Headerless upstream as in 6%c (hidden limit %d/s, burst %d, a bare %d), learned by 4 processes through one Redis; %d requests from 4 × 8 goroutines",
+				'a'+i, h.rate, burst, h.status, 4*share),
+			limit:  upstream.Config{Rate: h.rate, Burst: burst, Status: h.status, NoRetryAfter: true, Headers: upstream.NoHeaders},
+			shares: []int{share, share, share, share}, goroutines: 8, redis: true, plot: plotPerBin, contenders: []string{adaptiveRedis},
+		})
+	}
 	scs = append(scs, scenario{
 		id: "7", part: "7", table: tableFollow,
 		title:  fmt.Sprintf("nginx-like leaky bucket upstream (limit_req rate=48r/s burst=8 nodelay, limit_req_status 429: 9 at once, excess refused with a bare 429, no Retry-After, as nginx sends it), %d requests from 32 goroutines", n),
@@ -270,7 +286,7 @@ func followScenarios(smoke bool) []scenario {
 		switch sc.id {
 		case "5b", "5c", "5d", "7":
 			sc.contenders = sc.contenders[:1]
-		case "6a", "6c", "5e":
+		case "6a", "6c", "6d", "6f", "5e":
 			continue
 		}
 		out = append(out, sc)
@@ -473,6 +489,16 @@ func (r *report) writeFollowSection(p func(string, ...any), s section) {
 		}
 		p("\n")
 	}
+	if hidden && sc.redis {
+		for _, row := range s.rows {
+			if row.skipped == "" && row.admitted+row.refused > 0 {
+				attempts := float64(row.admitted + row.refused)
+				p("- **%s**: %.3f Redis scripts per request that reached the upstream (%d scripts from INFO commandstats for %d requests, retries included), %.3f per logical request; %.3f commands per request that reached the upstream counting every command and pipeline the clients sent (a go-redis hook: connection handshakes and the pause subscriptions included). The learned rate plotted is the first process's view of the fleet's rate, which every reply updates.\n", row.contender,
+					float64(row.scripts())/attempts, row.scripts(), row.admitted+row.refused, float64(row.scripts())/float64(sc.requests()), float64(row.roundTrips)/attempts)
+			}
+		}
+		p("\n")
+	}
 	if hidden {
 		p("The steady-state columns count from %s after the start (5 s, or half the minimum when that is shorter) to the end of each run. Utilization is admitted ÷ (burst + hidden rate × wall).\n\n", fmtSec(steady(sc, row{}).settle))
 	}
@@ -526,6 +552,8 @@ func followConfiguration(sc scenario, name string) string {
 		return fmt.Sprintf("`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` around `ratelimiter.NewSmoothBuilder(%d, time.Second).WithMaxWaitTime(time.Minute)`.", l.Rate)
 	case "egress (adaptive)":
 		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithUpstream(throttle.NewUpstream()), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
+	case adaptiveRedis:
+		return "in each of the 4 processes, `egress.NewTransport(base, egress.WithLimiter(redislimit.NewAdaptive(rdb, throttle.PerSecond(1000))), egress.WithUpstream(throttle.NewUpstream()), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\" with the learned rate in Redis, shared by the fleet."
 	case "failsafe-go (retry only)":
 		return "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10).Build())`: no limiter (the limit is unknown); its retry policy retries 429 and 5xx with its default delay."
 	}
@@ -550,7 +578,18 @@ func followGoals(sc scenario, rows []row) []goal {
 	}
 	switch sc.table {
 	case tableHidden:
-		for _, name := range []string{"egress (WithRetry only)", "egress (adaptive)"} {
+		names := []string{"egress (WithRetry only)", "egress (adaptive)"}
+		if sc.redis {
+			names = []string{adaptiveRedis}
+			if r, ok := find(adaptiveRedis); ok {
+				attempts := float64(r.admitted + r.refused)
+				perAttempt := float64(r.scripts()) / attempts
+				add("13", "4 processes through Redis, limit unknown: 1.00 Redis round trips per request", perAttempt < 1.005,
+					"%.3f scripts per request that reached the upstream (%.3f per logical request); %.3f commands per request counting connection handshakes and subscriptions",
+					perAttempt, float64(r.scripts())/n, float64(r.roundTrips)/attempts)
+			}
+		}
+		for _, name := range names {
 			r, ok := find(name)
 			if !ok {
 				continue

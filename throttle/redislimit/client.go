@@ -62,6 +62,7 @@ type Client struct {
 	listened   chan struct{} // closed when the subscription's goroutine ends
 	once       sync.Once
 	grants     sync.Map // a shared queue's waiter id -> its *waiter; see queue.go
+	learners   sync.Map // *Adaptive -> struct{}: what hears their changes; see adaptive.go
 	settles    settles  // queued until a call carries them; see settle.go
 }
 
@@ -112,6 +113,10 @@ func (c *Client) listen(ch <-chan *redis.Message) {
 	for m := range ch {
 		if id, ok := strings.CutPrefix(m.Payload, grantMessage); ok {
 			c.granted(id)
+			continue
+		}
+		if change, ok := strings.CutPrefix(m.Payload, changeMessage); ok {
+			c.changed(change)
 			continue
 		}
 		c.pauses.hear(m.Payload)

@@ -1,0 +1,319 @@
+-- adaptive.lua: the learned rate of a key shared through Redis, as
+-- throttle/adaptive.go learns it in process, with the same constants and
+-- names (rate, est, best, stated, first, probe, updated, seen, paused,
+-- tat, cutTat, buckets; cut, climb, relay, admitted, sent). It follows
+-- now.lua and runs on its own (adaptive.go), not in the budget script.
+--
+-- KEYS[1] is the key's state, prefix{key}:adaptive:<ceiling>.
+-- ARGV: op ('reserve', 'cancel' or 'pause'), the frozen time (now.lua),
+-- the ceiling and the floor (units per second), the max hold (µs), the
+-- born and the last gen of the key's changes the process knows (born is
+-- when the state was made, so that a state made again after an expiry
+-- or a restart is told apart), then the op's own
+-- arguments, then, for 'reserve', the signals the process learned since
+-- its last call on the key: their count, then per signal ago (µs since
+-- its answer arrived), latency (µs), throttled (0 or 1), stated (a rate
+-- per second the upstream stated, or 0) and early (µs until the reset of
+-- a quota stated at 0, or -1). Every op takes the Client's channel last.
+--
+-- The state is one string of packed doubles: the fields below, then the
+-- buckets ((index, ok, throttled) each), then the changes, oldest first,
+-- at most maxChanges, each (gen, kind, at, value): kind 1 laid the slots
+-- after at out again at value times their distance from it (relay, on a
+-- cut), kind 2 moved them later by value µs (a pause). A process maps a
+-- booking's slot through the changes after the gen it was booked at, so
+-- that its sleepers follow cuts and pauses that any process made. Read it
+-- with redis-cli:
+--   EVAL "return {struct.unpack(string.rep('d', 16), redis.call('GET', KEYS[1]))}" 1 <key>
+-- (numbers come back truncated to integers).
+
+-- Tuning, as in throttle/adaptive.go (times in µs).
+local adaptiveTarget = 0.95
+local adaptiveBeta = 0.7
+local adaptiveProbe = 1e-5
+local adaptiveClimb = 500000
+local adaptiveBucket = 100000
+local adaptiveBuckets = 30
+local adaptiveMinSpan = 1000000
+local adaptiveSaturated = 0.2
+local adaptiveFlood = 1.5
+local adaptiveCalm = 5000000
+local adaptiveNudge = 0.98
+local adaptiveLead = 1.2
+
+-- maxChanges bounds the changes kept: a booking older than all of them
+-- follows only those kept. learnedKeep is how long the state outlives its
+-- last answer, slot and pause, so that what was learned is not lost to a
+-- lull.
+local maxChanges = 32
+local learnedKeep = 600 * 1000000
+
+local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
+  'tat', 'cutTat', 'seq', 'latest', 'gen', 'last', 'born'}
+local layout = '<' .. string.rep('d', #fields)
+local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
+
+local op = ARGV[1]
+local ceiling, floor = tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxHold, born, known = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+
+-- load reads the key's state, or starts it at the ceiling.
+local k = {buckets = {}, changes = {}}
+local gen0 = 0 -- the gen before this call
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local v = {struct.unpack(layout, raw)}
+  for i, f in ipairs(fields) do k[f] = v[i] end
+  local at = v[#fields + 1]
+  local b = {struct.unpack(bucketLayout, raw, at)}
+  at = b[#b]
+  for i = 0, adaptiveBuckets - 1 do
+    k.buckets[i] = {index = b[3 * i + 1], ok = b[3 * i + 2], throttled = b[3 * i + 3]}
+  end
+  gen0 = k.gen
+  while at + 31 <= #raw do
+    local gen, kind, from, value, next = struct.unpack('<dddd', raw, at)
+    k.changes[#k.changes + 1] = {gen, kind, from, value}
+    at = next
+  end
+else
+  for _, f in ipairs(fields) do k[f] = 0 end
+  k.rate, k.first, k.latest, k.updated, k.last, k.born = ceiling, -1, -1, now, now, now
+  for i = 0, adaptiveBuckets - 1 do k.buckets[i] = {index = -1, ok = 0, throttled = 0} end
+end
+
+-- save writes the state back, kept learnedKeep past its latest slot,
+-- pause and answer.
+local function save()
+  local v = {}
+  for i, f in ipairs(fields) do v[i] = k[f] end
+  local b = {}
+  for i = 0, adaptiveBuckets - 1 do
+    local x = k.buckets[i]
+    b[#b + 1], b[#b + 2], b[#b + 3] = x.index, x.ok, x.throttled
+  end
+  local out = {struct.pack(layout, unpack(v)), struct.pack(bucketLayout, unpack(b))}
+  for i = math.max(1, #k.changes - maxChanges + 1), #k.changes do
+    local c = k.changes[i]
+    out[#out + 1] = struct.pack('<dddd', c[1], c[2], c[3], c[4])
+  end
+  local ttl = math.max(k.tat, k.paused, k.seen, now) - now + learnedKeep
+  redis.call('SET', KEYS[1], table.concat(out), 'PX', millis(ttl))
+end
+
+-- change records a change of the schedule after at.
+local function change(kind, at, value)
+  k.gen = k.gen + 1
+  k.changes[#k.changes + 1] = {k.gen, kind, at, value}
+end
+
+-- publish tells every process of the changes made by this call, with
+-- the rate, on the channel (the last argument): "change <state key>
+-- <born> <rate> <gen kind at value>...". Replies are the backstop, as for
+-- pauses: pub/sub delivers at most once.
+local function publish(from)
+  if k.gen <= from then return end
+  local msg = {'change', KEYS[1], string.format('%d', k.born), string.format('%.17g', k.rate)}
+  for _, c in ipairs(k.changes) do
+    if c[1] > from then
+      msg[#msg + 1] = string.format('%d %d %d %.17g', c[1], c[2], c[3], c[4])
+    end
+  end
+  redis.call('PUBLISH', ARGV[#ARGV], table.concat(msg, ' '))
+end
+
+local function clamp(rate)
+  return math.min(math.max(rate, floor), ceiling)
+end
+
+-- cost returns the spacing n units take at the rate, in µs rounded up.
+local function cost(n)
+  return math.ceil(n * 1000000 / k.rate)
+end
+
+-- count adds an answer to its bucket.
+local function count(t, throttled)
+  local i = math.floor(t / adaptiveBucket)
+  local b = k.buckets[i % adaptiveBuckets]
+  if b.index ~= i then b.index, b.ok, b.throttled = i, 0, 0 end
+  if throttled then b.throttled = b.throttled + 1 else b.ok = b.ok + 1 end
+end
+
+-- admitted returns the units admitted per second over the last span and
+-- the fraction throttled, or 0 without a bucket of answers.
+local function admitted(t, span)
+  local d = math.min(t - k.first, span, adaptiveBuckets * adaptiveBucket)
+  if k.first < 0 or d < adaptiveBucket then return 0, 0 end
+  local from = math.floor((t - d) / adaptiveBucket)
+  local ok, thr = 0, 0
+  for i = 0, adaptiveBuckets - 1 do
+    local b = k.buckets[i]
+    if b.index >= from then ok, thr = ok + b.ok, thr + b.throttled end
+  end
+  if ok + thr == 0 then return 0, 0 end
+  return ok / (d / 1000000), thr / (ok + thr)
+end
+
+-- sent returns the answers per second over the last span.
+local function sent(t, span)
+  local from = math.floor((t - span) / adaptiveBucket)
+  local n = 0
+  for i = 0, adaptiveBuckets - 1 do
+    local b = k.buckets[i]
+    if b.index >= from then n = n + b.ok + b.throttled end
+  end
+  return n / (span / 1000000)
+end
+
+-- relay lays the slots ahead out again at the rate, from a rate old:
+-- their distance from now, or from the end of a pause (which no slot
+-- ahead lies before), grows by old / rate. Nothing moves earlier.
+local function relay(old)
+  local at = math.max(now, k.paused)
+  if k.rate < old and k.tat > at then
+    local f = old / k.rate
+    k.tat = at + math.ceil((k.tat - at) * f)
+    change(1, at, f)
+  end
+end
+
+-- cut lowers the rate after a throttled answer at t.
+local function cut(t)
+  local old = k.rate
+  local e, throttled = admitted(t, adaptiveBuckets * adaptiveBucket)
+  local last = admitted(t, adaptiveMinSpan)
+  if last > e then e = last end
+  local target = e * adaptiveTarget
+  local hi = math.min(sent(t, adaptiveClimb), k.rate)
+  if e > 0 and hi > e and (throttled < adaptiveSaturated or hi < adaptiveFlood * e) then
+    e = (e + hi) / 2
+    target = e
+  end
+  if e == 0 then
+    k.rate = k.rate * adaptiveBeta
+  else
+    if k.rate > target then
+      k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
+    else
+      k.rate = k.rate * adaptiveNudge
+    end
+    if t - k.first >= adaptiveMinSpan and k.stated <= t then
+      k.est = k.rate / adaptiveTarget
+      k.best = math.max(k.best, k.est)
+    end
+  end
+  k.rate = clamp(k.rate)
+  relay(old)
+  k.cutTat = now + cost(1)
+  k.updated, k.probe = t, t
+end
+
+-- climb raises the rate after an admitted answer at t.
+local function climb(t)
+  local dt = (t - k.updated) / 1000000
+  k.updated = t
+  if k.est > 0 and t - k.probe >= adaptiveCalm and k.rate < k.best / 2 then
+    k.est, k.probe = k.best, t
+  end
+  local target = k.est * adaptiveTarget
+  if k.stated > t then target = k.est end
+  local rate = k.rate
+  if k.est == 0 then
+    rate = rate * math.pow(2, dt)
+  elseif rate < target * 0.99 then
+    rate = rate + (target - rate) * math.min(1, dt / (adaptiveClimb / 1000000))
+    k.probe = t
+  elseif k.stated <= t then
+    local s = (t - k.probe) / 1000000
+    rate = math.max(rate, target * (1 + adaptiveProbe * s * s * s))
+  end
+  local lead = adaptiveLead
+  if k.est == 0 or rate < target / 2 then lead = 2 end
+  local used = admitted(t, 1000000)
+  if used > 0 and rate > k.rate then rate = math.max(k.rate, math.min(rate, lead * used)) end
+  k.rate = clamp(rate)
+end
+
+-- learn applies one signal that arrived at t.
+local function learn(t, latency, throttled, stated, early)
+  k.seen = math.max(k.seen, t)
+  if stated > 0 then
+    k.est = stated
+    k.rate = clamp(stated)
+    k.stated = t + maxHold
+    k.updated, k.probe = t, t
+    return
+  end
+  if k.first < 0 then k.first = t end
+  if early >= 0 and early / 1000000 * k.rate > 2 then throttled = true end
+  count(t, throttled)
+  if throttled and t - latency >= k.cutTat then
+    cut(t)
+  elseif not throttled then
+    climb(t)
+  end
+end
+
+-- reply returns the rate, the born, the gen and the changes the process
+-- has not seen, after head.
+local function reply(head)
+  if born ~= k.born then known = 0 end
+  head[#head + 1] = string.format('%.17g', k.rate)
+  head[#head + 1] = k.born
+  head[#head + 1] = k.gen
+  for _, c in ipairs(k.changes) do
+    if c[1] > known then head[#head + 1] = string.format('%d %d %d %.17g', c[1], c[2], c[3], c[4]) end
+  end
+  return head
+end
+
+if op == 'reserve' then
+  -- n, maxWait (-1: any), after, then the signals.
+  local n, maxWait, after = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local m = tonumber(ARGV[11])
+  for j = 12, 11 + 5 * m, 5 do
+    -- answers carried late keep their order: time never goes back.
+    local t = math.min(math.max(now - tonumber(ARGV[j]), k.last), now)
+    k.last = t
+    learn(t, tonumber(ARGV[j + 1]), ARGV[j + 2] == '1', tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]))
+  end
+  local slot = math.max(now + after, k.tat, k.paused)
+  if maxWait >= 0 and slot - now > maxWait then
+    if m > 0 or not raw then save() end
+    publish(gen0)
+    return reply({0, slot - now - maxWait, 0, 0})
+  end
+  k.tat = slot + cost(n)
+  k.seq = k.seq + 1
+  k.latest = k.seq
+  save()
+  publish(gen0)
+  return reply({1, slot - now, slot, k.seq})
+elseif op == 'cancel' then
+  -- seq, gen and slot of the booking: its spacing comes back when it is
+  -- the key's latest, once.
+  local seq, gen, slot = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  if not raw or k.latest ~= seq or born ~= k.born then return 0 end
+  for _, c in ipairs(k.changes) do
+    if c[1] > gen and slot > c[3] then
+      if c[2] == 1 then slot = c[3] + math.ceil((slot - c[3]) * c[4]) else slot = slot + c[4] end
+    end
+  end
+  k.tat = math.min(k.tat, math.max(slot, now))
+  k.latest = -1
+  save()
+  return 1
+elseif op == 'pause' then
+  -- d (µs, capped at the max hold): every slot ahead and every new one
+  -- moves later, so that nothing is due for d from now.
+  local stop = now + math.min(tonumber(ARGV[8]), maxHold)
+  if stop <= k.paused then return reply({0}) end
+  local shift = stop - math.max(now, k.paused)
+  k.paused = stop
+  if k.tat > now then k.tat = k.tat + shift end
+  change(2, now, shift)
+  save()
+  publish(gen0)
+  return reply({1})
+end
+return redis.error_reply('ERR redislimit: unknown adaptive op ' .. tostring(op))

@@ -1,0 +1,357 @@
+package redislimit
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// newAdaptive returns an Adaptive on its own go-redis client of s: one
+// process of a fleet, which hears of changes from its replies only (the
+// client's Subscribe is hidden), so that what it has heard is
+// deterministic. TestAdaptivePubSub covers pub/sub.
+func newAdaptive(t *testing.T, s *server, c *clock, opts ...Option) *Adaptive {
+	t.Helper()
+	return newAdaptiveOn(t, hiddenSubscribe{s.client(t)}, c, opts...)
+}
+
+func newAdaptiveOn(t *testing.T, rdb redis.Scripter, c *clock, opts ...Option) *Adaptive {
+	t.Helper()
+	a, err := NewAdaptive(rdb, throttle.PerSecond(100), append([]Option{c.option()}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// adaptiveBook reserves one unit with no bound and returns the booking.
+func adaptiveBook(t *testing.T, a *Adaptive, key string) *adaptiveBooking {
+	t.Helper()
+	r, b, err := a.reserve(context.Background(), key, 1, 0, -1)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	require.NotNil(t, b)
+	return b
+}
+
+func answer(t *testing.T, a *Adaptive, key string, throttled bool) {
+	t.Helper()
+	require.NoError(t, a.Learn(context.Background(), key, throttle.Outcome{N: 1, Throttled: throttled}))
+}
+
+// TestAdaptiveFleet: three processes pace one key at the ceiling
+// together; one sees a 429, and its next call cuts the fleet's rate and
+// lays every slot already booked out again at the new rate. Each other
+// process hears of it in its own next call, and its sleepers follow.
+func TestAdaptiveFleet(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b, d := newAdaptive(t, s, c), newAdaptive(t, s, c), newAdaptive(t, s, c)
+	const key = "api.example.com"
+
+	first := []*adaptiveBooking{adaptiveBook(t, a, key), adaptiveBook(t, b, key), adaptiveBook(t, d, key)}
+	assert.Equal(t, []time.Duration{0, 10 * ms, 20 * ms}, untils(first), "one schedule at 100/s")
+
+	answer(t, a, key, true)
+	assert.Equal(t, 100.0, a.Rate(key), "Learn does no I/O")
+	cut := adaptiveBook(t, a, key)
+	assert.Equal(t, 70.0, a.Rate(key), "no answers to estimate from: cut by β")
+	// The 30 ms booked ahead now span 30 ms × 100/70, rounded up.
+	assert.Equal(t, 42858*time.Microsecond, cut.Until())
+
+	assert.Equal(t, 100.0, d.Rate(key), "d has not called since")
+	assert.Equal(t, 20*ms, first[2].Until(), "d's sleeper has not heard yet")
+	next := adaptiveBook(t, d, key)
+	assert.Equal(t, 70.0, d.Rate(key))
+	assert.Equal(t, 28572*time.Microsecond, first[2].Until(), "d's sleeper follows the cut")
+	assert.Equal(t, (42858+14286)*time.Microsecond, next.Until(), "the next slot is one unit at 70/s after a's")
+
+	adaptiveBook(t, b, key)
+	assert.Equal(t, 14286*time.Microsecond, first[1].Until())
+	assert.Equal(t, time.Duration(0), first[0].Until(), "a slot already due does not move")
+}
+
+func untils(bs []*adaptiveBooking) []time.Duration {
+	out := make([]time.Duration, len(bs))
+	for i, b := range bs {
+		out[i] = b.Until()
+	}
+	return out
+}
+
+// TestAdaptivePause: a pause in one process moves every slot ahead in
+// every process, once each hears of it, and pauses do not compound.
+func TestAdaptivePause(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "p"
+
+	adaptiveBook(t, a, key)
+	sleeper := adaptiveBook(t, b, key)
+	require.NoError(t, a.Pause(ctx, key, time.Second))
+	require.NoError(t, a.Pause(ctx, key, 500*ms))
+	assert.Equal(t, 10*ms, sleeper.Until(), "b has not heard yet")
+	next := adaptiveBook(t, b, key)
+	assert.Equal(t, time.Second+10*ms, sleeper.Until())
+	assert.Equal(t, time.Second+20*ms, next.Until())
+
+	// A cut lays the slots ahead out again from the pause's end: the
+	// pause itself does not stretch.
+	answer(t, a, key, true)
+	assert.Equal(t, time.Second+42858*time.Microsecond, adaptiveBook(t, a, key).Until(), "30 ms × 100/70 after the pause")
+	adaptiveBook(t, b, key)
+	assert.Equal(t, time.Second+14286*time.Microsecond, sleeper.Until())
+
+	c.advance(time.Hour) // long past the max hold: the pause is capped at it
+	require.NoError(t, a.Pause(ctx, key, 24*time.Hour))
+	assert.Equal(t, throttle.DefaultMaxHold, adaptiveBook(t, b, key).Until())
+}
+
+// TestAdaptiveFloorAndRecovery: an upstream that throttles everything
+// drives the rate down to the floor and no further; once it admits
+// again, the rate climbs back.
+func TestAdaptiveFloorAndRecovery(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a := newAdaptive(t, s, c, WithFloor(throttle.PerSecond(2)))
+	ctx := context.Background()
+	const key = "storm"
+	for range 50 {
+		c.advance(200 * ms)
+		answer(t, a, key, true)
+		_, err := a.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2.0, a.Rate(key))
+	for range 100 {
+		c.advance(100 * ms)
+		answer(t, a, key, false)
+		_, err := a.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+	}
+	assert.Greater(t, a.Rate(key), 10.0, "it climbs back, up to twice what is admitted (10/s here)")
+	assert.LessOrEqual(t, a.Rate(key), 100.0)
+}
+
+// TestAdaptiveStated: a limit the upstream states with its window
+// replaces the estimate at once, for the whole fleet.
+func TestAdaptiveStated(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	const key = "stated"
+	require.NoError(t, a.Learn(context.Background(), key, throttle.Outcome{N: 1, Statements: []throttle.Statement{
+		{Name: "default", Limit: 20, Remaining: 10, Reset: time.Second, Window: time.Second},
+	}}))
+	adaptiveBook(t, a, key)
+	adaptiveBook(t, b, key)
+	assert.Equal(t, 20.0, b.Rate(key))
+	assert.Equal(t, 100*ms, adaptiveBook(t, b, key).Until(), "two units at 20/s before it")
+}
+
+// TestAdaptiveCancel: the key's latest booking gives its spacing back,
+// once; an earlier one gives nothing.
+func TestAdaptiveCancel(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a := newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "c"
+	adaptiveBook(t, a, key)
+	earlier := adaptiveBook(t, a, key)
+	latest := adaptiveBook(t, a, key)
+	require.NoError(t, latest.Cancel(ctx))
+	require.NoError(t, latest.Cancel(ctx))
+	require.NoError(t, earlier.Cancel(ctx))
+	assert.Equal(t, 20*ms, adaptiveBook(t, a, key).Until())
+}
+
+// TestAdaptiveRoundTrips: a request is one round trip, its answer
+// included: Learn only buffers, and the next Reserve carries it.
+func TestAdaptiveRoundTrips(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	rdb := s.client(t)
+	var n atomic.Int64
+	rdb.AddHook(allCommands{&n})
+	a := newAdaptiveOn(t, rdb, c)
+	ctx := context.Background()
+	_, err := a.Reserve(ctx, "warm", 1, -1) // the connection's handshake
+	require.NoError(t, err)
+	n.Store(0)
+	for i := range 200 {
+		_, err := a.Reserve(ctx, "rt", 1, -1)
+		require.NoError(t, err)
+		answer(t, a, "rt", i%10 == 0)
+		c.advance(10 * ms)
+	}
+	assert.Equal(t, int64(200), n.Load())
+	assert.Less(t, a.Rate("rt"), 100.0, "the 429s were carried and applied")
+}
+
+// allCommands counts every command and every pipeline sent.
+type allCommands struct{ n *atomic.Int64 }
+
+func (allCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h allCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h allCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestAdaptiveRestart: a state made again (a restart without
+// persistence) starts at the ceiling, and the process starts over.
+func TestAdaptiveRestart(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	rdb := s.client(t)
+	a := newAdaptiveOn(t, rdb, c)
+	const key = "r"
+	adaptiveBook(t, a, key)
+	answer(t, a, key, true)
+	adaptiveBook(t, a, key)
+	require.Equal(t, 70.0, a.Rate(key))
+	require.NoError(t, rdb.FlushAll(context.Background()).Err())
+	c.advance(time.Second)
+	assert.Equal(t, time.Duration(0), adaptiveBook(t, a, key).Until())
+	assert.Equal(t, 100.0, a.Rate(key))
+	assert.Equal(t, 10*ms, adaptiveBook(t, a, key).Until())
+}
+
+// TestAdaptiveBadInput: absurd settings and arguments are errors naming
+// the field and the value.
+func TestAdaptiveBadInput(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tests := []struct {
+		name    string
+		give    throttle.Rate
+		opts    []Option
+		wantErr string
+	}{
+		{"zero ceiling", throttle.Rate{}, nil, "NewAdaptive ceiling"},
+		{"ceiling too high", throttle.Rate{N: 2_000_000, Per: time.Second}, nil, "ceiling 2000000/s is above MaxAdaptiveCeiling"},
+		{"floor below a unit per hold", throttle.PerSecond(10), []Option{WithFloor(throttle.Rate{N: 1, Per: time.Hour})}, "WithFloor 1/h is below one unit per max hold"},
+		{"zero floor", throttle.PerSecond(10), []Option{WithFloor(throttle.Rate{})}, "WithFloor"},
+		{"tolerance", throttle.PerSecond(10), []Option{WithTolerance(ms)}, "NewAdaptive does not take WithTolerance"},
+		{"stated", throttle.PerSecond(10), []Option{WithStated("tokens")}, "NewAdaptive does not take WithStated"},
+		{"fail share", throttle.PerSecond(10), []Option{WithFailurePolicy(FailShare)}, "NewAdaptive does not take FailShare"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewAdaptive(rdb, tt.give, tt.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+
+	a, err := NewAdaptive(rdb, throttle.PerSecond(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Close() })
+	ctx := context.Background()
+	_, err = a.Reserve(ctx, "", 1, 0)
+	assert.ErrorContains(t, err, `key must be non-empty and not start with '}', got ""`)
+	_, err = a.Reserve(ctx, "k", 0, 0)
+	assert.ErrorContains(t, err, "n must be positive, got 0")
+	assert.ErrorContains(t, a.Pause(ctx, "k", -time.Second), "pause must not be negative, got -1s")
+}
+
+// TestAdaptiveCluster: the key's one state lives in one slot of a
+// cluster, and a script flush on every node costs nothing.
+func TestAdaptiveCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	rdb := startCluster(t)
+	ctx := context.Background()
+	c := newClock(time.Hour)
+	a := newAdaptiveOn(t, rdb, c)
+	other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rdb.Options().Addrs})
+	t.Cleanup(func() { _ = other.Close() })
+	b := newAdaptiveOn(t, other, c)
+	for _, key := range []string{"a", "b", "api.example.com"} {
+		adaptiveBook(t, a, key)
+		answer(t, a, key, true)
+		adaptiveBook(t, a, key)
+		adaptiveBook(t, b, key)
+		assert.Equal(t, 70.0, b.Rate(key), key)
+		ks, err := a.keys(ctx, key, 1)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), rdb.Exists(ctx, ks[0]).Val(), ks[0])
+	}
+	require.NoError(t, rdb.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		return c.ScriptFlush(ctx).Err()
+	}))
+	adaptiveBook(t, a, "a")
+}
+
+// TestAdaptiveTwin: the script learns as throttle.Adaptive does. Paced
+// by the limiter in Redis against a hidden token bucket of 40/s (burst
+// 4), answers coming 5 ms after each request, the rate learned in Redis
+// follows the in-process one, fed the same answers, step by step, and
+// ends within 10% of the hidden limit.
+func TestAdaptiveTwin(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	shared := newAdaptive(t, s, c)
+	local, err := throttle.NewAdaptive(throttle.PerSecond(100), throttle.WithClock(c.now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	const key = "twin"
+	tokens, last := 4.0, c.now()
+	var due []time.Time   // when each answer in flight arrives
+	var throttled []bool  // and what it says
+	for i := range 8000 { // 8 s in 1 ms steps
+		c.advance(ms)
+		now := c.now()
+		for len(due) > 0 && !due[0].After(now) {
+			o := throttle.Outcome{N: 1, Throttled: throttled[0], Latency: 5 * ms}
+			require.NoError(t, shared.Learn(ctx, key, o))
+			require.NoError(t, local.Learn(ctx, key, o))
+			due, throttled = due[1:], throttled[1:]
+		}
+		r, err := shared.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+		require.InEpsilon(t, local.Rate(key), shared.Rate(key), 1e-9, "step %d", i)
+		if !r.OK {
+			continue
+		}
+		tokens = min(4, tokens+40*now.Sub(last).Seconds())
+		last = now
+		due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1)
+		if tokens >= 1 {
+			tokens--
+		}
+	}
+	assert.InDelta(t, 40, shared.Rate(key), 4, "within 10% of the hidden limit")
+}
+
+// TestAdaptivePubSub: a process hears of another's cut through pub/sub,
+// without a call of its own, and its sleepers follow.
+func TestAdaptivePubSub(t *testing.T) {
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptiveOn(t, s.client(t), c)
+	const key = "heard"
+	adaptiveBook(t, a, key)
+	sleeper := adaptiveBook(t, b, key)
+	answer(t, a, key, true)
+	adaptiveBook(t, a, key)
+	require.Eventually(t, func() bool { return sleeper.Until() == 14286*time.Microsecond }, 5*time.Second, 5*ms)
+	assert.Equal(t, 70.0, b.Rate(key))
+}
