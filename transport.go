@@ -237,6 +237,19 @@ type call struct {
 	body     io.ReadCloser // the body of the next attempt, until it is sent
 	fresh    bool          // body came from GetBody, not from req
 	queued   time.Duration // time spent in the queue's line
+	// began is when the call first waited (in line, for its slot, or on
+	// the wire), as time since the Transport's epoch, if begun: a
+	// refusal's Elapsed counts from it.
+	began time.Duration
+	begun bool
+}
+
+// waiting notes that the call begins to wait at at (time since the
+// Transport's epoch), if it had not waited before.
+func (c *call) waiting(at time.Duration) {
+	if !c.begun {
+		c.began, c.begun = at, true
+	}
 }
 
 // acquire takes a queue slot for the call.
@@ -249,9 +262,11 @@ func (c *call) acquire() (held, error) {
 	} else if release, ok := q.TryAcquire(); ok {
 		return held{release: release}, nil
 	}
-	var start time.Time
-	if c.t.observer.Waited != nil {
-		start = time.Now()
+	var start time.Duration
+	timed := c.t.observer.Waited != nil || c.t.observer.Refused != nil
+	if timed {
+		start = time.Since(c.t.epoch)
+		c.waiting(start)
 	}
 	var h held
 	var err error
@@ -266,8 +281,8 @@ func (c *call) acquire() (held, error) {
 	if err != nil {
 		return held{}, err
 	}
-	if !start.IsZero() {
-		c.queued = time.Since(start)
+	if timed {
+		c.queued = time.Since(c.t.epoch) - start
 	}
 	return h, nil
 }
@@ -348,9 +363,11 @@ func (c *call) book(ctx context.Context) error {
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
 	c.recorded = c.costs == nil && c.t.upstream != nil && l == c.t.limiter
-	var start time.Time
-	if c.t.observer.Waited != nil && r.Delay > 0 {
-		start = time.Now()
+	var start time.Duration
+	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && r.Delay > 0
+	if timed {
+		start = time.Since(c.t.epoch)
+		c.waiting(start)
 	}
 	if err := r.Wait(ctx); err != nil {
 		var le *throttle.LimitError
@@ -363,8 +380,8 @@ func (c *call) book(ctx context.Context) error {
 		return err
 	}
 	var waited time.Duration
-	if !start.IsZero() {
-		waited = time.Since(start)
+	if timed {
+		waited = time.Since(c.t.epoch) - start
 	}
 	c.waited(waited)
 	return nil
@@ -383,7 +400,11 @@ func (c *call) waited(limiter time.Duration) {
 func (c *call) refuse(err error) error {
 	c.t.refused.Add(1)
 	if f := c.t.observer.Refused; f != nil {
-		f(RefusalInfo{Key: c.key, Attempt: c.attempt, Err: err})
+		var elapsed time.Duration
+		if c.begun {
+			elapsed = time.Since(c.t.epoch) - c.began
+		}
+		f(RefusalInfo{Key: c.key, Attempt: c.attempt, Request: c.req, Err: err, Elapsed: elapsed})
 	}
 	return err
 }
@@ -398,10 +419,12 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 	c.t.sent.Add(1)
 	// One read of the monotonic clock at each end, shared by
 	// Observer.Sent, the learners' latency and the response's handling.
-	timed := c.t.observer.Sent != nil || c.t.learner != nil || c.t.upstream != nil
+	timed := c.t.observer.Sent != nil || c.t.learner != nil || c.t.upstream != nil ||
+		c.t.retry && c.t.observer.Refused != nil // a retry's refusal counts from here
 	var start time.Duration
 	if timed {
 		start = time.Since(c.t.epoch)
+		c.waiting(start)
 	}
 	resp, err = c.t.roundTripper().RoundTrip(out)
 	if timed || c.t.pauser != nil || c.t.retry {

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -99,8 +98,10 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 // http.client.request.duration is recorded by [Metrics.Observer] for
 // each attempt on the wire (its Sent func), with
 // http.request.resend_count = attempt-1 when the attempt is a retry, and
-// by [Metrics.Instrument] for each request the Transport refused to send
-// (queue_full, limit_exceeded, timeout), from RoundTrip to the refusal.
+// for each request the Transport refused to send (its Refused func:
+// queue_full, limit_exceeded, timeout), for the time from the request's
+// first wait to the refusal ([egress.RefusalInfo] Elapsed: 0 for a
+// request refused before it waited).
 // A request whose context ended while it waited, before any attempt was
 // sent, is counted in egress.rate_limiting.requests only.
 //
@@ -251,14 +252,12 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 }
 
 // Instrument returns an [http.RoundTripper] that sends requests through t
-// and measures each one it refuses, and makes m report t's queue (its Stats) and
-// attempts. Send every request through the returned RoundTripper; install
-// [Metrics.Observer] on t for waits, refusals, retries and pauses.
-// Instrument panics if t is nil.
+// and counts those whose context ended before a response came, and makes
+// m report t's queue (its Stats) and attempts. Send every request through
+// the returned RoundTripper; install [Metrics.Observer] on t for attempts,
+// waits, refusals, retries and pauses. Instrument panics if t is nil.
 func (m *Metrics) Instrument(t *egress.Transport) http.RoundTripper {
-	return m.core.Instrument(t, func(req *http.Request, err error, elapsed time.Duration) {
-		m.duration.Record(req.Context(), elapsed.Seconds(), m.series.Get(metriclabel.RefusedKey(req, err)).record...)
-	})
+	return m.core.Instrument(t)
 }
 
 // sent records one attempt on the wire.

@@ -41,6 +41,9 @@ func (m *Metrics) waited(w egress.WaitInfo) {
 func (m *Metrics) refused(r egress.RefusalInfo) {
 	reason := m.core.Refused(r.Err)
 	m.refusals.Add(context.Background(), 1, m.keyed.Get(keyed{key: m.core.Keys.Label(r.Key), reason: reason}).add...)
+	if metriclabel.RefusedUnsent(r) {
+		m.duration.Record(r.Request.Context(), r.Elapsed.Seconds(), m.series.Get(metriclabel.RefusedKey(r.Request, r.Err)).record...)
+	}
 }
 
 func (m *Metrics) retrying(r egress.RetryInfo) {

@@ -3,7 +3,6 @@ package egressprom
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,10 +64,11 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 // egress_request_duration_seconds is observed by [Metrics.Observer] for
 // each attempt on the wire (its Sent func), with resend_count =
 // attempt-1 on a retry (empty on a first attempt), as OpenTelemetry's
-// http.request.resend_count; and by [Metrics.Instrument] for each request
-// the Transport refused to send, from RoundTrip to the refusal. A request
-// whose context ended while it waited, before any attempt was sent, is
-// counted in egress_requests_total only.
+// http.request.resend_count; and for each request the Transport refused
+// to send (its Refused func), for the time from the request's first wait
+// to the refusal ([egress.RefusalInfo] Elapsed: 0 for a request refused
+// before it waited). A request whose context ended while it waited,
+// before any attempt was sent, is counted in egress_requests_total only.
 //
 // The key and host labels are bounded as the package doc says. In
 // egress_requests_total, "canceled" and "timeout" count requests whose
@@ -184,14 +184,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Instrument returns an [http.RoundTripper] that sends requests through t
-// and measures each one it refuses, and makes m report t's queue (its Stats) and
-// attempts. Send every request through the returned RoundTripper; install
-// [Metrics.Observer] on t for waits, refusals, retries and pauses.
-// Instrument panics if t is nil.
+// and counts those whose context ended before a response came, and makes
+// m report t's queue (its Stats) and attempts. Send every request through
+// the returned RoundTripper; install [Metrics.Observer] on t for attempts,
+// waits, refusals, retries and pauses. Instrument panics if t is nil.
 func (m *Metrics) Instrument(t *egress.Transport) http.RoundTripper {
-	return m.core.Instrument(t, func(req *http.Request, err error, elapsed time.Duration) {
-		m.series.Get(metriclabel.RefusedKey(req, err)).Observe(elapsed.Seconds())
-	})
+	return m.core.Instrument(t)
 }
 
 // sent records one attempt on the wire.

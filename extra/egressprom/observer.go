@@ -37,6 +37,9 @@ func (m *Metrics) waited(w egress.WaitInfo) {
 func (m *Metrics) refused(r egress.RefusalInfo) {
 	reason := m.core.Refused(r.Err)
 	m.refusals.WithLabelValues(m.core.Keys.Label(r.Key), reason).Inc()
+	if metriclabel.RefusedUnsent(r) {
+		m.series.Get(metriclabel.RefusedKey(r.Request, r.Err)).Observe(r.Elapsed.Seconds())
+	}
 }
 
 func (m *Metrics) retrying(r egress.RetryInfo) {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/throttle/redislimit"
@@ -92,11 +91,13 @@ func (c *Core) Refused(err error) string {
 }
 
 // Instrument returns an [http.RoundTripper] that sends requests through
-// t, counts those whose own context ended before a response came, and
-// calls refused with each request the Transport refused to send, its
-// error and the time from RoundTrip to the refusal. It makes c report t's
-// Stats. It panics if t is nil.
-func (c *Core) Instrument(t *egress.Transport, refused func(req *http.Request, err error, elapsed time.Duration)) http.RoundTripper {
+// t and counts those whose own context ended before a response came. It
+// makes c report t's Stats. It panics if t is nil.
+//
+// It reads no clock: the adapters time a refusal with the
+// [egress.RefusalInfo] their Observer hears, which saves a clock read on
+// every request (goal: ≤ 1µs overhead per request with metrics attached).
+func (c *Core) Instrument(t *egress.Transport) http.RoundTripper {
 	if t == nil {
 		panic(c.pkg + ": Instrument given a nil *egress.Transport")
 	}
@@ -109,34 +110,30 @@ func (c *Core) Instrument(t *egress.Transport, refused func(req *http.Request, e
 	if !known {
 		c.transports = append(c.transports, t)
 	}
-	return &instrumented{c: c, t: t, refused: refused}
+	return &instrumented{c: c, t: t}
 }
 
 // instrumented is the RoundTripper that Instrument returns.
 type instrumented struct {
-	c       *Core
-	t       *egress.Transport
-	refused func(*http.Request, error, time.Duration)
+	c *Core
+	t *egress.Transport
 }
-
-// epoch makes time.Since a monotonic clock read of its own: half the cost
-// of time.Now, which also reads the wall clock. (Goal: ≤ 1µs overhead per
-// request with metrics attached.)
-var epoch = time.Now()
 
 // RoundTrip implements [http.RoundTripper].
 func (it *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Since(epoch)
 	resp, err := it.t.RoundTrip(req)
-	switch {
-	case err == nil:
-		return resp, nil
-	case Refusal(err):
-		it.refused(req, err, time.Since(epoch)-start)
-	default:
+	if err != nil && !Refusal(err) {
 		it.c.ended(req)
 	}
 	return resp, err
+}
+
+// RefusedUnsent reports whether r is the refusal of a request before any
+// attempt was sent, which the request-duration histogram records for
+// r.Elapsed: a refused retry returns the response it was for, recorded
+// when it was sent.
+func RefusedUnsent(r egress.RefusalInfo) bool {
+	return r.Attempt <= 1 && r.Request != nil && Refusal(r.Err)
 }
 
 // CloseIdleConnections closes the Transport's idle connections.

@@ -18,6 +18,8 @@ import (
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/internal/metriclabel"
 	"github.com/egress-go/egress/internal/metriclabel/metrictest"
+	"github.com/egress-go/egress/queue"
+	"github.com/egress-go/egress/throttle"
 )
 
 func TestSeriesBoundsHosts(t *testing.T) {
@@ -145,8 +147,29 @@ func (b *idleBase) CloseIdleConnections() { b.idles.Add(1) }
 func TestInstrumentForwardsCloseIdleConnections(t *testing.T) {
 	base := &idleBase{}
 	c := metriclabel.NewCore("pkg", metriclabel.Config{})
-	rt := c.Instrument(egress.NewTransport(base), func(*http.Request, error, time.Duration) {})
+	rt := c.Instrument(egress.NewTransport(base))
 	rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	assert.Equal(t, int32(1), base.idles.Load())
-	assert.PanicsWithValue(t, "pkg: Instrument given a nil *egress.Transport", func() { c.Instrument(nil, nil) })
+	assert.PanicsWithValue(t, "pkg: Instrument given a nil *egress.Transport", func() { c.Instrument(nil) })
+}
+
+func TestRefusedUnsent(t *testing.T) {
+	req, err := http.NewRequest(http.MethodGet, "http://api.example/", nil)
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		give egress.RefusalInfo
+		want bool
+	}{
+		{name: "queue full", give: egress.RefusalInfo{Attempt: 1, Request: req, Err: queue.ErrFull}, want: true},
+		{name: "limit", give: egress.RefusalInfo{Attempt: 1, Request: req, Err: &throttle.LimitError{Key: "k"}}, want: true},
+		{name: "a retry's", give: egress.RefusalInfo{Attempt: 2, Request: req, Err: queue.ErrFull}},
+		{name: "limiter error", give: egress.RefusalInfo{Attempt: 1, Request: req, Err: errors.New("store down")}},
+		{name: "no request", give: egress.RefusalInfo{Attempt: 1, Err: queue.ErrFull}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, metriclabel.RefusedUnsent(tt.give))
+		})
+	}
 }
