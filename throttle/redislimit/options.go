@@ -113,9 +113,10 @@ func WithPrefix(p string) Option {
 // than this one.
 //
 // Calls that start while another caller's is on the wire go together in
-// one pipeline, which the first of them sends. A caller waiting in line
-// gives up at its own deadline; the caller sending the pipeline waits for
-// it, bounded by the latest deadline of the calls in it.
+// one pipeline, which the first of them sends. The pipeline is bounded by
+// the earliest of its calls' timeouts, so that no call in it waits longer
+// than its own; a caller whose context ends sooner gives up at once,
+// except the one sending the pipeline, which waits for it.
 func WithTimeout(d time.Duration) Option {
 	return option{"WithTimeout", true, func(c *config) { c.timeout = d }}
 }

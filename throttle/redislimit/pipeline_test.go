@@ -137,7 +137,7 @@ func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}) // only the context bounds a call
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	l, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1000, WithTimeout(2*time.Second))
+	l, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1000, WithTimeout(3*time.Second))
 	require.NoError(t, err)
 	closeAll(t, l)
 	reserve(t, l, "k", 1, 0) // load the script
@@ -151,7 +151,7 @@ func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { // on the wire, until its caller gives up
-		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err := l.Reserve(short, "k", 1, 0)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)

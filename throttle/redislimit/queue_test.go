@@ -60,15 +60,19 @@ func fleet(t *testing.T, q *Queue) queue.Stats {
 
 // acquireAsync starts an Acquire and returns where its result arrives.
 // It returns once the caller is in line in Redis (wantWaiting callers in
-// all).
+// all) and in q's own line.
 func acquireAsync(t *testing.T, ctx context.Context, q *Queue, wantWaiting int) <-chan acquired {
 	t.Helper()
+	local := q.Stats().Waiting
 	ch := make(chan acquired, 1)
 	go func() {
 		r, err := q.Acquire(ctx)
 		ch <- acquired{r, err}
 	}()
 	waitInLine(t, q, wantWaiting)
+	// In this process's line too: Acquire records its place once Redis
+	// has answered, and a renewal made before then would not carry it.
+	require.Eventually(t, func() bool { return q.Stats().Waiting > local }, 30*time.Second, time.Millisecond)
 	return ch
 }
 
@@ -78,7 +82,7 @@ func waitInLine(t *testing.T, q *Queue, want int) {
 	require.Eventually(t, func() bool {
 		s, err := q.FleetStats(context.Background())
 		return err == nil && s.Waiting == want
-	}, 5*time.Second, time.Millisecond)
+	}, 30*time.Second, time.Millisecond) // a bound for a busy machine only
 }
 
 type acquired struct {
