@@ -50,10 +50,10 @@ func llmContenders() []llmContender {
 	return []llmContender{
 		{
 			name: "egress with settle", build: llmEgressSettle(0),
-			how: "`egress.NewClient` with `throttle.All` of three token buckets at the published limits (a minute's worth of burst, `WithTolerance(DefaultTolerance)`), " +
+			how: "`egress.NewClient` with `throttle.All` of three token buckets at the published limits (a minute's worth of burst, `WithTolerance(DefaultTolerance)`, `WithMoveUp()`), " +
 				"`egress.WithEstimate` booking {1, prompt tokens, max_tokens} (read from the request's body through GetBody) at one common slot with `ReserveParts`, " +
 				"and `egress.Settle(resp, 1, usage.input_tokens, usage.output_tokens)` once the usage is read (for a stream, from its last events); `WithRetry(retryafter.Policy{})`. " +
-				"No bound on the calls in flight: a call asleep for its slot moves up when an earlier one settles (throttle's \"Moving up\", always on for buckets in process).",
+				"No bound on the calls in flight: a call asleep for its slot moves up when an earlier one settles (throttle's \"Moving up\", `WithMoveUp`, in process only).",
 		},
 		{
 			name: "egress with settle, 4 in flight", build: llmEgressSettle(4),
@@ -182,7 +182,7 @@ func newLLMSettleClient(sc llmScenario, opts []egress.Option) (llmClient, error)
 	tol := throttle.WithTolerance(throttle.DefaultTolerance)
 	var parts []throttle.Limiter
 	for _, limit := range []int{sc.limits.Requests, sc.limits.InputTokens, sc.limits.OutputTokens} {
-		tb, err := throttle.NewTokenBucket(throttle.Rate{N: limit, Per: sc.limits.Period}, limit, tol)
+		tb, err := throttle.NewTokenBucket(throttle.Rate{N: limit, Per: sc.limits.Period}, limit, tol, throttle.WithMoveUp())
 		if err != nil {
 			return nil, err
 		}

@@ -34,7 +34,7 @@
 // requests, input tokens and output tokens per minute, and the output is
 // known at the end of the body. Book the estimate, then settle:
 //
-//	budget := throttle.All(rpm, itpm, otpm).(throttle.PartsReserver)
+//	budget := throttle.All(rpm, itpm, otpm).(throttle.PartsReserver) // buckets built WithMoveUp
 //	r, err := budget.ReserveParts(ctx, key, []int{1, inputEstimate, maxTokens}, maxWait)
 //	// ... r.Wait, send, read the usage ...
 //	err = r.Settle(ctx, 1, usage.InputTokens, usage.OutputTokens)
@@ -51,15 +51,18 @@
 //
 // # Moving up
 //
-// A caller asleep in [Reservation.Wait] on a [TokenBucket] or
-// [LeakyBucket] (alone, or as every part of an [All] of them) moves up
+// With [WithMoveUp], a caller asleep in [Reservation.Wait] on a
+// [TokenBucket] or [LeakyBucket] (alone, or as every part of an [All] of
+// them, each built WithMoveUp) moves up
 // when a booking before it gives units back, by Settle with a smaller
 // actual or by Cancel: its slot moves to the earliest the bucket would
 // have given it had that booking cost its actual from the start, and
 // never later than it was. So the calls already asleep gain from a
 // give-back, not only those booked after it, and an LLM job needs no
 // bound on its calls in flight to use its output limit (bench/LLM.md).
-// Nothing to set: it is how Wait works.
+// It is off by default: sending sooner leaves less room to a client the
+// budget cannot see that spends the same quota (an upstream's record,
+// WithUpstream in package egress, then meets more 429s).
 //
 // It keeps every bound the bucket keeps. The give-back's goroutine takes
 // the key's latest bookings whose callers sleep in Wait, gives them back

@@ -91,6 +91,7 @@ type engine[S any, A algorithm[S]] struct {
 	maxN    int // the most units one call can ever get
 	tl      timeline
 	maxKeys int
+	moveUp  bool // WithMoveUp: sleepers in Wait may move up (moveup.go)
 
 	// mu guards keys. A key's state is locked while mu is still held for
 	// reading, so that a sweep, which drops states while holding mu for
@@ -112,6 +113,7 @@ func newEngine[S any, A algorithm[S]](alg A, maxN int, c config) *engine[S, A] {
 		maxN:    maxN,
 		tl:      newTimeline(c.now),
 		maxKeys: c.maxKeys,
+		moveUp:  c.moveUp,
 		keys:    make(map[string]*keyState[S, A]),
 		full:    fmt.Errorf("%w: all %d tracked keys hold live state", ErrTooManyKeys, c.maxKeys),
 	}

@@ -22,7 +22,8 @@ import (
 // at all). A booking that is not asleep in Wait (its caller may be
 // timing the slot itself), or one made before such a booking, keeps its
 // slot. Only the buckets (TokenBucket, LeakyBucket) move bookings; a
-// booking with a part on another limiter keeps its slot.
+// booking with a part on another limiter keeps its slot. It is opt-in:
+// WithMoveUp on every bucket involved.
 
 // waiter is one caller asleep in [Reservation.Wait] on a booking whose
 // claims may move up.
@@ -254,10 +255,11 @@ func subset(own, keys []holder) bool {
 // The methods below implement the holder methods moveUp uses, on a key's
 // state.
 
-// movable reports whether the key's algorithm can move bookings up.
+// movable reports whether the key's limiter moves bookings up: a bucket
+// built WithMoveUp.
 func (e *keyState[S, A]) movable() bool {
 	_, ok := any(e.eng.alg).(*gcra)
-	return ok
+	return ok && e.eng.moveUp
 }
 
 func (e *keyState[S, A]) lockOrder() uint64 { return e.eng.id }

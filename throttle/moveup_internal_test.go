@@ -67,13 +67,13 @@ func runMoveUpModel(t *testing.T, seed uint64, parts int, burst, interval int64)
 	ctx := context.Background()
 	var reserve func(costs []int) (*Reservation, error)
 	if parts == 1 {
-		tb, err := NewTokenBucket(PerSecond(10), int(burst))
+		tb, err := NewTokenBucket(PerSecond(10), int(burst), WithMoveUp())
 		require.NoError(t, err)
 		reserve = func(costs []int) (*Reservation, error) { return tb.Reserve(ctx, "k", costs[0], -1) }
 	} else {
-		a, err := NewTokenBucket(PerSecond(10), int(burst))
+		a, err := NewTokenBucket(PerSecond(10), int(burst), WithMoveUp())
 		require.NoError(t, err)
-		b, err := NewLeakyBucket(PerSecond(10), int(burst)-2) // burst-1 units at once
+		b, err := NewLeakyBucket(PerSecond(10), int(burst)-2, WithMoveUp()) // burst-1 units at once
 		require.NoError(t, err)
 		all := All(a, b).(PartsReserver)
 		reserve = func(costs []int) (*Reservation, error) { return all.ReserveParts(ctx, "k", costs, -1) }

@@ -25,24 +25,28 @@ func waitIn(ctx context.Context, r *throttle.Reservation) (<-chan error, *time.D
 	return done, slept
 }
 
+var moveUp = []throttle.Option{throttle.WithMoveUp()}
+
 func TestMoveUpOnSettle(t *testing.T) {
 	// 10/s, burst 10: 8 units now, then 8 more due at 600ms. The first
 	// call settles 100ms later.
 	tests := []struct {
 		name       string
+		giveOpts   []throttle.Option
 		giveActual int
 		wantSlept  time.Duration
 	}{
-		{name: "used all", giveActual: 8, wantSlept: 600 * time.Millisecond},
-		{name: "used 5: 3 units back", giveActual: 5, wantSlept: 300 * time.Millisecond},
-		{name: "used 2: due at once", giveActual: 2, wantSlept: 100 * time.Millisecond},
-		{name: "charged 10", giveActual: 10, wantSlept: 600 * time.Millisecond},
+		{name: "used all", giveOpts: moveUp, giveActual: 8, wantSlept: 600 * time.Millisecond},
+		{name: "used 5: 3 units back", giveOpts: moveUp, giveActual: 5, wantSlept: 300 * time.Millisecond},
+		{name: "used 2: due at once", giveOpts: moveUp, giveActual: 2, wantSlept: 100 * time.Millisecond},
+		{name: "charged 10", giveOpts: moveUp, giveActual: 10, wantSlept: 600 * time.Millisecond},
+		{name: "used 2, without WithMoveUp", giveActual: 2, wantSlept: 600 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10)
+				tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10, tt.giveOpts...)
 				require.NoError(t, err)
 				first, err := tb.Reserve(ctx, "k", 8, -1)
 				require.NoError(t, err)
@@ -67,7 +71,7 @@ func TestMoveUpOnSettle(t *testing.T) {
 func TestMoveUpKeepsSpacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 5)
+		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 5, throttle.WithMoveUp())
 		require.NoError(t, err)
 		first, err := tb.Reserve(ctx, "k", 5, -1)
 		require.NoError(t, err)
@@ -101,11 +105,11 @@ func TestMoveUpKeepsSpacing(t *testing.T) {
 func TestMoveUpParts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		rpm, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10)
+		rpm, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10, throttle.WithMoveUp())
 		require.NoError(t, err)
-		itpm, err := throttle.NewTokenBucket(throttle.PerSecond(100), 100)
+		itpm, err := throttle.NewTokenBucket(throttle.PerSecond(100), 100, throttle.WithMoveUp())
 		require.NoError(t, err)
-		otpm, err := throttle.NewTokenBucket(throttle.PerSecond(100), 100)
+		otpm, err := throttle.NewTokenBucket(throttle.PerSecond(100), 100, throttle.WithMoveUp())
 		require.NoError(t, err)
 		budget := throttle.All(rpm, itpm, otpm).(throttle.PartsReserver)
 		first, err := budget.ReserveParts(ctx, "k", []int{1, 60, 100}, -1)
@@ -135,7 +139,7 @@ func TestMoveUpParts(t *testing.T) {
 // gives its units back in full, as the key's latest booking.
 func TestMoveUpThenCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10)
+		tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10, throttle.WithMoveUp())
 		require.NoError(t, err)
 		first, err := tb.Reserve(t.Context(), "k", 10, -1)
 		require.NoError(t, err)

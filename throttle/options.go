@@ -29,6 +29,7 @@ type config struct {
 	maxKeys   int
 	offset    time.Duration
 	tolerance time.Duration
+	moveUp    bool
 }
 
 // newConfig applies opts. A nil Option is a programmer error and panics,
@@ -97,4 +98,17 @@ func WithWindowOffset(d time.Duration) Option {
 // the next window too (it still books there).
 func WithTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.tolerance = d })
+}
+
+// WithMoveUp lets a caller asleep in [Reservation.Wait] on a
+// [TokenBucket] or [LeakyBucket] move up when an earlier booking gives
+// units back (Settle with a smaller actual, or Cancel): see "Moving up"
+// in the package doc. Give it to every bucket of an [All] whose
+// reservations are settled, such as the LLM recipe's three. Other
+// limiters ignore it.
+//
+// It is off by default: a budget that settles sends sooner with it, and
+// leaves less room to a client it cannot see that spends the same quota.
+func WithMoveUp() Option {
+	return optionFunc(func(c *config) { c.moveUp = true })
 }

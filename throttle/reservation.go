@@ -87,8 +87,8 @@ const (
 )
 
 // Wait sleeps until the units are the caller's, following any pause of
-// the key learned while it sleeps. On a bucket, it also moves up when
-// earlier bookings give units back (see "Moving up" in the package doc). It never sleeps just to fail: if the
+// the key learned while it sleeps. On a bucket built [WithMoveUp], it
+// also moves up when earlier bookings give units back. It never sleeps just to fail: if the
 // slot lies past ctx's deadline, the reservation is cancelled and a
 // *[LimitError] with Timeout true is returned. If ctx ends while it
 // sleeps, the reservation is cancelled and ctx's error is returned.

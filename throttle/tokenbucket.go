@@ -22,9 +22,9 @@ import (
 // an earlier one as far as the bookings after it were granted ahead of
 // their slot (they did not wait for its units). Units a bucket refilled
 // during an idle stretch after the booking are not given back twice. An
-// excess is always charged in full. A caller asleep in [Reservation.Wait]
-// moves up when an earlier booking gives units back (see "Moving up" in
-// the package doc). The same rules hold for [LeakyBucket].
+// excess is always charged in full. With [WithMoveUp], a caller asleep in
+// [Reservation.Wait] moves up when an earlier booking gives units back
+// (see "Moving up" in the package doc). The same rules hold for [LeakyBucket].
 //
 // A TokenBucket is safe for concurrent use.
 type TokenBucket struct {

@@ -126,7 +126,7 @@ func run(redisAddr string) error {
 	}
 	// Every call in flight or waiting for its slot holds its estimate
 	// until it settles. In process, a call asleep for its slot moves up
-	// when an earlier one settles (throttle's "Moving up"); a Redis
+	// when an earlier one settles (WithMoveUp in newLimiter); a Redis
 	// booking does not, so what max_tokens overestimates comes back only
 	// to calls booked after the settle: bounding the calls bounds what the
 	// job's last calls leave unused. Replies take tens of milliseconds, so
@@ -181,13 +181,15 @@ feed:
 }
 
 // newLimiter mirrors the API's three limits on the client, each a token
-// bucket with the recommended tolerance for jitter on the way. Their All
-// books a call's three costs at one common slot, all or nothing.
+// bucket with the recommended tolerance for jitter on the way, whose
+// callers asleep for their slot move up when an earlier call settles
+// (WithMoveUp). Their All books a call's three costs at one common slot,
+// all or nothing.
 func newLimiter() (throttle.Limiter, error) {
 	tol := throttle.WithTolerance(throttle.DefaultTolerance)
 	var parts []throttle.Limiter
 	for _, limit := range []int{limits.Requests, limits.InputTokens, limits.OutputTokens} {
-		tb, err := throttle.NewTokenBucket(throttle.Rate{N: limit, Per: limits.Period}, limit, tol)
+		tb, err := throttle.NewTokenBucket(throttle.Rate{N: limit, Per: limits.Period}, limit, tol, throttle.WithMoveUp())
 		if err != nil {
 			return nil, err
 		}
