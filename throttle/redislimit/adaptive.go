@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,29 +111,31 @@ type adaptiveView struct {
 	used    int64 // local ns of the last call
 }
 
-// adaptiveChange is a change of a key's schedule (see adaptive.lua):
-// stretch lays the slots after at out again at factor times their
-// distance from it; otherwise they move later by value µs.
+// adaptiveChange is a change of a key's schedule (see adaptive.lua): a
+// relay after a cut moved the bookings in moves (by seq, to a slot in
+// server µs); a pause moved every slot after at later by shift µs.
 type adaptiveChange struct {
-	gen     int64
-	stretch bool
-	at      int64 // server µs
-	value   float64
+	gen   int64
+	moves map[int64]int64 // a relay's, or nil
+	at    int64
+	shift int64
 }
 
 // maxChanges is how many changes a view keeps, as the script does.
 const maxChanges = 32
 
-// move returns where a slot booked at gen lies after the changes since.
-func (v *adaptiveView) move(slot, gen int64) int64 {
+// move returns where booking seq, booked at slot at gen, lies after the
+// changes since.
+func (v *adaptiveView) move(seq, slot, gen int64) int64 {
 	for _, c := range v.changes {
-		if c.gen <= gen || slot <= c.at {
-			continue
-		}
-		if c.stretch {
-			slot = c.at + int64(math.Ceil(float64(slot-c.at)*c.value))
-		} else {
-			slot += int64(c.value)
+		switch {
+		case c.gen <= gen:
+		case c.moves != nil:
+			if to, ok := c.moves[seq]; ok {
+				slot = to
+			}
+		case slot > c.at:
+			slot += c.shift
 		}
 	}
 	return slot
@@ -450,7 +451,8 @@ func (a *Adaptive) heard(v *adaptiveView, r []any) (born, gen int64, err error) 
 	return born, gen, nil
 }
 
-// parseChange reads "gen kind at value".
+// parseChange reads "gen kind at value": kind 1 a relay, value
+// "seq:slot,..."; kind 2 a pause, value its shift.
 func parseChange(s string) (adaptiveChange, bool) {
 	f := strings.Fields(s)
 	if len(f) != 4 {
@@ -458,11 +460,32 @@ func parseChange(s string) (adaptiveChange, bool) {
 	}
 	gen, err1 := strconv.ParseInt(f[0], 10, 64)
 	at, err2 := strconv.ParseInt(f[2], 10, 64)
-	value, err3 := strconv.ParseFloat(f[3], 64)
-	if err1 != nil || err2 != nil || err3 != nil || (f[1] != "1" && f[1] != "2") {
+	if err1 != nil || err2 != nil {
 		return adaptiveChange{}, false
 	}
-	return adaptiveChange{gen: gen, stretch: f[1] == "1", at: at, value: value}, true
+	c := adaptiveChange{gen: gen, at: at}
+	switch f[1] {
+	case "1":
+		c.moves = map[int64]int64{}
+		for m := range strings.SplitSeq(f[3], ",") {
+			a, b, ok := strings.Cut(m, ":")
+			seq, err1 := strconv.ParseInt(a, 10, 64)
+			slot, err2 := strconv.ParseInt(b, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return adaptiveChange{}, false
+			}
+			c.moves[seq] = slot
+		}
+	case "2":
+		shift, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return adaptiveChange{}, false
+		}
+		c.shift = shift
+	default:
+		return adaptiveChange{}, false
+	}
+	return c, true
 }
 
 // trim drops the oldest answers past maxSignals.
@@ -609,7 +632,7 @@ func (b *adaptiveBooking) Until() time.Duration {
 	b.a.mu.Lock()
 	moved := int64(0)
 	if b.v.born == b.born {
-		moved = b.v.move(b.slot, b.gen) - b.slot
+		moved = b.v.move(b.seq, b.slot, b.gen) - b.slot
 	}
 	b.a.mu.Unlock()
 	return time.Duration(b.due + moved*int64(time.Microsecond) - b.a.client.now())
@@ -630,7 +653,7 @@ func (b *adaptiveBooking) Cancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 4), b.seq, b.gen, b.slot, b.a.client.channel))
+	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 2), b.seq, b.a.client.channel))
 	if err != nil {
 		return err
 	}
