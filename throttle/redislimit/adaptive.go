@@ -66,15 +66,16 @@ type floorOption struct {
 // which a Transport makes at once to retry or send the next request, and
 // every booking is one script run: one round trip per request.
 //
-// Units are paced evenly at the key's rate. A cut lays the slots already
-// booked ahead out again at the new rate, as in process, and a pause
-// ([Adaptive.Pause], capped at [throttle.DefaultMaxHold]) moves them
-// later. Each reply tells the process of the cuts and pauses it has not
-// seen ("changes"), and a Reservation's Wait follows those its process
-// has heard of when it wakes. A process learns of them only from its own
-// replies: a sleeper in a process that makes no call on the key in the
-// meantime wakes at the slot it knew, which is early by what the changes
-// since would have added. The script keeps the last 32 changes.
+// Units are paced evenly at the key's rate. A cut lays the bookings
+// already ahead out again at the new rate, as in process (the script
+// keeps the last 1 024 of them), and a pause ([Adaptive.Pause], capped at
+// [throttle.DefaultMaxHold]) moves them later. The script publishes each
+// such change on the Client's channel and keeps the last 32; each reply
+// also carries those the process has not heard of, the backstop for
+// pub/sub. A Reservation's Wait follows what its process has heard when
+// it wakes. On a client without Subscribe, a process hears of changes
+// from its own replies only: a sleeper whose process makes no call on
+// the key meanwhile wakes at the slot it knew.
 //
 // The state is one string at prefix{key}:adaptive:<ceiling>, kept ten
 // minutes past the key's last answer, slot and pause, so one key is one
