@@ -62,9 +62,12 @@ type floorOption struct {
 // egress Transport calls with every response, only keeps the answer in
 // the process, and the key's next Reserve carries the answers waiting
 // for it to Redis, where the script applies them before it books. So one
-// worker's 429 cuts the fleet's rate in the call that worker makes next,
-// which a Transport makes at once to retry or send the next request, and
-// every booking is one script run: one round trip per request.
+// worker's 429 cuts the fleet's rate in the next call its process makes
+// on the key, and every booking is one script run: one round trip per
+// request. A Transport makes that call at once for the caller's next
+// request, but a retry without a server delay first backs off locally:
+// a 429 can wait that long (100 ms at first, by default) unless another
+// caller in the process books meanwhile.
 //
 // Units are paced evenly at the key's rate. A cut lays the bookings
 // already ahead out again at the new rate, as in process (the script
