@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -27,7 +28,9 @@ func redisContenders() map[string]builder {
 func egressAdaptiveRedis(s spec) (client, error) {
 	rt := &roundTrips{}
 	rdb := countingClient(s.Redis, 4*s.Goroutines, rt)
-	l, err := redislimit.NewAdaptive(rdb, throttle.PerSecond(1000))
+	// A prefix of the row's own: the rows share one Redis and one
+	// upstream address, and what one row learned must not start the next.
+	l, err := redislimit.NewAdaptive(rdb, throttle.PerSecond(1000), redislimit.WithPrefix(fmt.Sprintf("egress:%d:", s.StartAt)))
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err

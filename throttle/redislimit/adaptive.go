@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,19 +62,23 @@ type floorOption struct {
 // egress Transport calls with every response, only keeps the answer in
 // the process, and the key's next Reserve carries the answers waiting
 // for it to Redis, where the script applies them before it books. So one
-// worker's 429 cuts the fleet's rate in the call that worker makes next,
-// which a Transport makes at once to retry or send the next request, and
-// every booking is one script run: one round trip per request.
+// worker's 429 cuts the fleet's rate in the next call its process makes
+// on the key, and every booking is one script run: one round trip per
+// request. A Transport makes that call at once for the caller's next
+// request, but a retry without a server delay first backs off locally:
+// a 429 can wait that long (100 ms at first, by default) unless another
+// caller in the process books meanwhile.
 //
-// Units are paced evenly at the key's rate. A cut lays the slots already
-// booked ahead out again at the new rate, as in process, and a pause
-// ([Adaptive.Pause], capped at [throttle.DefaultMaxHold]) moves them
-// later. Each reply tells the process of the cuts and pauses it has not
-// seen ("changes"), and a Reservation's Wait follows those its process
-// has heard of when it wakes. A process learns of them only from its own
-// replies: a sleeper in a process that makes no call on the key in the
-// meantime wakes at the slot it knew, which is early by what the changes
-// since would have added. The script keeps the last 32 changes.
+// Units are paced evenly at the key's rate. A cut lays the bookings
+// already ahead out again at the new rate, as in process (the script
+// keeps the last 1 024 of them), and a pause ([Adaptive.Pause], capped at
+// [throttle.DefaultMaxHold]) moves them later. The script publishes each
+// such change on the Client's channel and keeps the last 32; each reply
+// also carries those the process has not heard of, the backstop for
+// pub/sub. A Reservation's Wait follows what its process has heard when
+// it wakes. On a client without Subscribe, a process hears of changes
+// from its own replies only: a sleeper whose process makes no call on
+// the key meanwhile wakes at the slot it knew.
 //
 // The state is one string at prefix{key}:adaptive:<ceiling>, kept ten
 // minutes past the key's last answer, slot and pause, so one key is one
@@ -112,29 +115,31 @@ type adaptiveView struct {
 	used    int64 // local ns of the last call
 }
 
-// adaptiveChange is a change of a key's schedule (see adaptive.lua):
-// stretch lays the slots after at out again at factor times their
-// distance from it; otherwise they move later by value µs.
+// adaptiveChange is a change of a key's schedule (see adaptive.lua): a
+// relay after a cut moved the bookings in moves (by seq, to a slot in
+// server µs); a pause moved every slot after at later by shift µs.
 type adaptiveChange struct {
-	gen     int64
-	stretch bool
-	at      int64 // server µs
-	value   float64
+	gen   int64
+	moves map[int64]int64 // a relay's, or nil
+	at    int64
+	shift int64
 }
 
 // maxChanges is how many changes a view keeps, as the script does.
 const maxChanges = 32
 
-// move returns where a slot booked at gen lies after the changes since.
-func (v *adaptiveView) move(slot, gen int64) int64 {
+// move returns where booking seq, booked at slot at gen, lies after the
+// changes since.
+func (v *adaptiveView) move(seq, slot, gen int64) int64 {
 	for _, c := range v.changes {
-		if c.gen <= gen || slot <= c.at {
-			continue
-		}
-		if c.stretch {
-			slot = c.at + int64(math.Ceil(float64(slot-c.at)*c.value))
-		} else {
-			slot += int64(c.value)
+		switch {
+		case c.gen <= gen:
+		case c.moves != nil:
+			if to, ok := c.moves[seq]; ok {
+				slot = to
+			}
+		case slot > c.at:
+			slot += c.shift
 		}
 	}
 	return slot
@@ -450,7 +455,8 @@ func (a *Adaptive) heard(v *adaptiveView, r []any) (born, gen int64, err error) 
 	return born, gen, nil
 }
 
-// parseChange reads "gen kind at value".
+// parseChange reads "gen kind at value": kind 1 a relay, value
+// "seq:slot,..."; kind 2 a pause, value its shift.
 func parseChange(s string) (adaptiveChange, bool) {
 	f := strings.Fields(s)
 	if len(f) != 4 {
@@ -458,11 +464,32 @@ func parseChange(s string) (adaptiveChange, bool) {
 	}
 	gen, err1 := strconv.ParseInt(f[0], 10, 64)
 	at, err2 := strconv.ParseInt(f[2], 10, 64)
-	value, err3 := strconv.ParseFloat(f[3], 64)
-	if err1 != nil || err2 != nil || err3 != nil || (f[1] != "1" && f[1] != "2") {
+	if err1 != nil || err2 != nil {
 		return adaptiveChange{}, false
 	}
-	return adaptiveChange{gen: gen, stretch: f[1] == "1", at: at, value: value}, true
+	c := adaptiveChange{gen: gen, at: at}
+	switch f[1] {
+	case "1":
+		c.moves = map[int64]int64{}
+		for m := range strings.SplitSeq(f[3], ",") {
+			a, b, ok := strings.Cut(m, ":")
+			seq, err1 := strconv.ParseInt(a, 10, 64)
+			slot, err2 := strconv.ParseInt(b, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return adaptiveChange{}, false
+			}
+			c.moves[seq] = slot
+		}
+	case "2":
+		shift, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return adaptiveChange{}, false
+		}
+		c.shift = shift
+	default:
+		return adaptiveChange{}, false
+	}
+	return c, true
 }
 
 // trim drops the oldest answers past maxSignals.
@@ -609,7 +636,7 @@ func (b *adaptiveBooking) Until() time.Duration {
 	b.a.mu.Lock()
 	moved := int64(0)
 	if b.v.born == b.born {
-		moved = b.v.move(b.slot, b.gen) - b.slot
+		moved = b.v.move(b.seq, b.slot, b.gen) - b.slot
 	}
 	b.a.mu.Unlock()
 	return time.Duration(b.due + moved*int64(time.Microsecond) - b.a.client.now())
@@ -630,7 +657,7 @@ func (b *adaptiveBooking) Cancel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 4), b.seq, b.gen, b.slot, b.a.client.channel))
+	v, err := b.a.client.runScript(ctx, b.a.script, ks, append(b.a.args("cancel", b.born, b.gen, 2), b.seq, b.a.client.channel))
 	if err != nil {
 		return err
 	}

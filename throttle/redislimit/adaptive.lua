@@ -16,15 +16,17 @@
 -- per second the upstream stated, or 0) and early (µs until the reset of
 -- a quota stated at 0, or -1). Every op takes the Client's channel last.
 --
--- The state is one string of packed doubles: the fields below, then the
--- buckets ((index, ok, throttled) each), then the changes, oldest first,
--- at most maxChanges, each (gen, kind, at, value): kind 1 laid the slots
--- after at out again at value times their distance from it (relay, on a
--- cut), kind 2 moved them later by value µs (a pause). A process maps a
+-- The state is one string: packed doubles, the fields below, then the
+-- buckets ((index, ok, throttled) each), then how many bookings lie
+-- ahead and each (seq, slot, units), in slot order; then the changes as
+-- text, oldest first, at most maxChanges, one a line, "gen kind at
+-- value": kind 1 laid the bookings ahead out again after a cut (relay),
+-- value "seq:slot,..." the bookings it moved and where to; kind 2 moved
+-- every slot after at later by value µs (a pause). A process maps a
 -- booking's slot through the changes after the gen it was booked at, so
--- that its sleepers follow cuts and pauses that any process made. Read it
--- with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 16), redis.call('GET', KEYS[1]))}" 1 <key>
+-- that its sleepers follow the cuts and pauses any process made. Read the
+-- fields with redis-cli:
+--   EVAL "return {struct.unpack(string.rep('d', 15), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -47,9 +49,12 @@ local adaptiveLead = 1.2
 -- lull.
 local maxChanges = 32
 local learnedKeep = 600 * 1000000
+-- maxAhead bounds the bookings ahead kept, to relay and move: past it the
+-- oldest is dropped, and a cut no longer moves it.
+local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
-  'tat', 'cutTat', 'seq', 'latest', 'gen', 'last', 'born'}
+  'tat', 'cutTat', 'seq', 'gen', 'last', 'born'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -58,7 +63,7 @@ local ceiling, floor = tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxHold, born, known = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- load reads the key's state, or starts it at the ceiling.
-local k = {buckets = {}, changes = {}}
+local k = {buckets = {}, changes = {}, ahead = {}}
 local gen0 = 0 -- the gen before this call
 local raw = redis.call('GET', KEYS[1])
 if raw then
@@ -71,15 +76,35 @@ if raw then
     k.buckets[i] = {index = b[3 * i + 1], ok = b[3 * i + 2], throttled = b[3 * i + 3]}
   end
   gen0 = k.gen
-  while at + 31 <= #raw do
-    local gen, kind, from, value, next = struct.unpack('<dddd', raw, at)
-    k.changes[#k.changes + 1] = {gen, kind, from, value}
+  local n
+  n, at = struct.unpack('<d', raw, at)
+  for _ = 1, n do
+    local seq, slot, units, next = struct.unpack('<ddd', raw, at)
+    k.ahead[#k.ahead + 1] = {seq, slot, units}
     at = next
+  end
+  for line in string.gmatch(string.sub(raw, at), '[^\n]+') do
+    local gen, kind, from, value = string.match(line, '^(%d+) (%d) (%d+) (%S+)$')
+    k.changes[#k.changes + 1] = {tonumber(gen), tonumber(kind), tonumber(from), value}
   end
 else
   for _, f in ipairs(fields) do k[f] = 0 end
-  k.rate, k.first, k.latest, k.updated, k.last, k.born = ceiling, -1, -1, now, now, now
+  k.rate, k.first, k.updated, k.last, k.born = ceiling, -1, now, now, now
   for i = 0, adaptiveBuckets - 1 do k.buckets[i] = {index = -1, ok = 0, throttled = 0} end
+end
+
+-- The bookings whose slot has come are gone from ahead.
+do
+  local kept = {}
+  for _, a in ipairs(k.ahead) do
+    if a[2] > now then kept[#kept + 1] = a end
+  end
+  k.ahead = kept
+end
+
+-- line returns change c as text: "gen kind at value".
+local function line(c)
+  return string.format('%d %d %d %s', c[1], c[2], c[3], c[4])
 end
 
 -- save writes the state back, kept learnedKeep past its latest slot,
@@ -92,11 +117,13 @@ local function save()
     local x = k.buckets[i]
     b[#b + 1], b[#b + 2], b[#b + 3] = x.index, x.ok, x.throttled
   end
-  local out = {struct.pack(layout, unpack(v)), struct.pack(bucketLayout, unpack(b))}
+  local out = {struct.pack(layout, unpack(v)), struct.pack(bucketLayout, unpack(b)), struct.pack('<d', #k.ahead)}
+  for _, a in ipairs(k.ahead) do out[#out + 1] = struct.pack('<ddd', a[1], a[2], a[3]) end
+  local lines = {}
   for i = math.max(1, #k.changes - maxChanges + 1), #k.changes do
-    local c = k.changes[i]
-    out[#out + 1] = struct.pack('<dddd', c[1], c[2], c[3], c[4])
+    lines[#lines + 1] = line(k.changes[i])
   end
+  out[#out + 1] = table.concat(lines, '\n')
   local ttl = math.max(k.tat, k.paused, k.seen, now) - now + learnedKeep
   redis.call('SET', KEYS[1], table.concat(out), 'PX', millis(ttl))
 end
@@ -115,9 +142,7 @@ local function publish(from)
   if k.gen <= from then return end
   local msg = {'change', KEYS[1], string.format('%d', k.born), string.format('%.17g', k.rate)}
   for _, c in ipairs(k.changes) do
-    if c[1] > from then
-      msg[#msg + 1] = string.format('%d %d %d %.17g', c[1], c[2], c[3], c[4])
-    end
+    if c[1] > from then msg[#msg + 1] = line(c) end
   end
   redis.call('PUBLISH', ARGV[#ARGV], table.concat(msg, ' '))
 end
@@ -165,21 +190,24 @@ local function sent(t, span)
   return n / (span / 1000000)
 end
 
--- relay lays the slots ahead out again at the rate, from a rate old:
--- their distance from now, or from the end of a pause (which no slot
--- ahead lies before), grows by old / rate. Nothing moves earlier.
-local function relay(old)
-  local at = math.max(now, k.paused)
-  if k.rate < old and k.tat > at then
-    local f = old / k.rate
-    k.tat = at + math.ceil((k.tat - at) * f)
-    change(1, at, f)
+-- relay lays the bookings ahead out again at the rate, where they lie
+-- closer together: order is kept, and nothing moves earlier. The change
+-- lists the bookings moved, "seq:slot,...".
+local function relay()
+  local nxt, moved = -math.huge, {}
+  for _, a in ipairs(k.ahead) do
+    if a[2] < nxt then
+      a[2] = nxt
+      moved[#moved + 1] = string.format('%d:%d', a[1], a[2])
+    end
+    nxt = a[2] + cost(a[3])
   end
+  k.tat = math.max(k.tat, nxt)
+  if #moved > 0 then change(1, now, table.concat(moved, ',')) end
 end
 
 -- cut lowers the rate after a throttled answer at t.
 local function cut(t)
-  local old = k.rate
   local e, throttled = admitted(t, adaptiveBuckets * adaptiveBucket)
   local last = admitted(t, adaptiveMinSpan)
   if last > e then e = last end
@@ -203,7 +231,7 @@ local function cut(t)
     end
   end
   k.rate = clamp(k.rate)
-  relay(old)
+  relay()
   k.cutTat = now + cost(1)
   k.updated, k.probe = t, t
 end
@@ -262,7 +290,7 @@ local function reply(head)
   head[#head + 1] = k.born
   head[#head + 1] = k.gen
   for _, c in ipairs(k.changes) do
-    if c[1] > known then head[#head + 1] = string.format('%d %d %d %.17g', c[1], c[2], c[3], c[4]) end
+    if c[1] > known then head[#head + 1] = line(c) end
   end
   return head
 end
@@ -285,24 +313,28 @@ if op == 'reserve' then
   end
   k.tat = slot + cost(n)
   k.seq = k.seq + 1
-  k.latest = k.seq
+  if slot > now then
+    k.ahead[#k.ahead + 1] = {k.seq, slot, n}
+    if #k.ahead > maxAhead then table.remove(k.ahead, 1) end
+  end
   save()
   publish(gen0)
   return reply({1, slot - now, slot, k.seq})
 elseif op == 'cancel' then
-  -- seq, gen and slot of the booking: its spacing comes back when it is
-  -- the key's latest, once.
-  local seq, gen, slot = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-  if not raw or k.latest ~= seq or born ~= k.born then return 0 end
-  for _, c in ipairs(k.changes) do
-    if c[1] > gen and slot > c[3] then
-      if c[2] == 1 then slot = c[3] + math.ceil((slot - c[3]) * c[4]) else slot = slot + c[4] end
+  -- seq of the booking: it leaves the bookings ahead, and its spacing
+  -- comes back when it is the last of them. Once: a second cancel finds
+  -- nothing.
+  local seq = tonumber(ARGV[8])
+  if not raw or born ~= k.born then return 0 end
+  for i, a in ipairs(k.ahead) do
+    if a[1] == seq then
+      if i == #k.ahead then k.tat = math.min(k.tat, math.max(a[2], now)) end
+      table.remove(k.ahead, i)
+      save()
+      return 1
     end
   end
-  k.tat = math.min(k.tat, math.max(slot, now))
-  k.latest = -1
-  save()
-  return 1
+  return 0
 elseif op == 'pause' then
   -- d (µs, capped at the max hold): every slot ahead and every new one
   -- moves later, so that nothing is due for d from now.
@@ -311,7 +343,8 @@ elseif op == 'pause' then
   local shift = stop - math.max(now, k.paused)
   k.paused = stop
   if k.tat > now then k.tat = k.tat + shift end
-  change(2, now, shift)
+  for _, a in ipairs(k.ahead) do a[2] = a[2] + shift end
+  change(2, now, string.format('%d', shift))
   save()
   publish(gen0)
   return reply({1})

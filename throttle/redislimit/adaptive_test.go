@@ -62,18 +62,19 @@ func TestAdaptiveFleet(t *testing.T) {
 	assert.Equal(t, 100.0, a.Rate(key), "Learn does no I/O")
 	cut := adaptiveBook(t, a, key)
 	assert.Equal(t, 70.0, a.Rate(key), "no answers to estimate from: cut by β")
-	// The 30 ms booked ahead now span 30 ms × 100/70, rounded up.
-	assert.Equal(t, 42858*time.Microsecond, cut.Until())
+	// The bookings ahead are laid out again at 70/s: b's at 10 ms stays,
+	// d's moves from 20 ms to 24.286 ms, and a's next comes after it.
+	assert.Equal(t, 38572*time.Microsecond, cut.Until())
 
 	assert.Equal(t, 100.0, d.Rate(key), "d has not called since")
 	assert.Equal(t, 20*ms, first[2].Until(), "d's sleeper has not heard yet")
 	next := adaptiveBook(t, d, key)
 	assert.Equal(t, 70.0, d.Rate(key))
-	assert.Equal(t, 28572*time.Microsecond, first[2].Until(), "d's sleeper follows the cut")
-	assert.Equal(t, (42858+14286)*time.Microsecond, next.Until(), "the next slot is one unit at 70/s after a's")
+	assert.Equal(t, 24286*time.Microsecond, first[2].Until(), "d's sleeper follows the cut")
+	assert.Equal(t, (38572+14286)*time.Microsecond, next.Until(), "the next slot is one unit at 70/s after a's")
 
 	adaptiveBook(t, b, key)
-	assert.Equal(t, 14286*time.Microsecond, first[1].Until())
+	assert.Equal(t, 10*ms, first[1].Until(), "the first booking ahead stays")
 	assert.Equal(t, time.Duration(0), first[0].Until(), "a slot already due does not move")
 }
 
@@ -103,12 +104,13 @@ func TestAdaptivePause(t *testing.T) {
 	assert.Equal(t, time.Second+10*ms, sleeper.Until())
 	assert.Equal(t, time.Second+20*ms, next.Until())
 
-	// A cut lays the slots ahead out again from the pause's end: the
-	// pause itself does not stretch.
+	// A cut lays the slots ahead out again after the pause: the pause
+	// itself does not stretch.
 	answer(t, a, key, true)
-	assert.Equal(t, time.Second+42858*time.Microsecond, adaptiveBook(t, a, key).Until(), "30 ms × 100/70 after the pause")
+	assert.Equal(t, time.Second+38572*time.Microsecond, adaptiveBook(t, a, key).Until(), "two units at 70/s after the pause")
 	adaptiveBook(t, b, key)
-	assert.Equal(t, time.Second+14286*time.Microsecond, sleeper.Until())
+	assert.Equal(t, time.Second+10*ms, sleeper.Until())
+	assert.Equal(t, time.Second+24286*time.Microsecond, next.Until())
 
 	c.advance(time.Hour) // long past the max hold: the pause is capped at it
 	require.NoError(t, a.Pause(ctx, key, 24*time.Hour))
@@ -157,7 +159,7 @@ func TestAdaptiveStated(t *testing.T) {
 	assert.Equal(t, 100*ms, adaptiveBook(t, b, key).Until(), "two units at 20/s before it")
 }
 
-// TestAdaptiveCancel: the key's latest booking gives its spacing back,
+// TestAdaptiveCancel: the last booking ahead gives its spacing back,
 // once; an earlier one gives nothing.
 func TestAdaptiveCancel(t *testing.T) {
 	s := startRedis(t)
@@ -168,9 +170,9 @@ func TestAdaptiveCancel(t *testing.T) {
 	adaptiveBook(t, a, key)
 	earlier := adaptiveBook(t, a, key)
 	latest := adaptiveBook(t, a, key)
-	require.NoError(t, latest.Cancel(ctx))
-	require.NoError(t, latest.Cancel(ctx))
 	require.NoError(t, earlier.Cancel(ctx))
+	require.NoError(t, latest.Cancel(ctx))
+	require.NoError(t, latest.Cancel(ctx))
 	assert.Equal(t, 20*ms, adaptiveBook(t, a, key).Until())
 }
 
@@ -349,9 +351,10 @@ func TestAdaptivePubSub(t *testing.T) {
 	a, b := newAdaptive(t, s, c), newAdaptiveOn(t, s.client(t), c)
 	const key = "heard"
 	adaptiveBook(t, a, key)
+	adaptiveBook(t, a, key)
 	sleeper := adaptiveBook(t, b, key)
 	answer(t, a, key, true)
 	adaptiveBook(t, a, key)
-	require.Eventually(t, func() bool { return sleeper.Until() == 14286*time.Microsecond }, 5*time.Second, 5*ms)
+	require.Eventually(t, func() bool { return sleeper.Until() == 24286*time.Microsecond }, 5*time.Second, 5*ms)
 	assert.Equal(t, 70.0, b.Rate(key))
 }
