@@ -64,9 +64,14 @@ const (
 	// adaptiveSteer is the time constant of the steering on a bucket's
 	// remaining (see [Adaptive.steer]): units above half the bucket are
 	// spent over it, units below are made up over it.
-	adaptiveSteer = 250 * time.Millisecond
+	adaptiveSteer = 500 * time.Millisecond
 	// adaptiveSpan is the span over which a bucket's refill is measured.
 	adaptiveSpan = 500 * time.Millisecond
+	// adaptiveRecheck is how often a caller waiting on a key that follows
+	// a stated quota looks at its slot again: the rate may rise, and its
+	// slot move earlier. Without it, 32 callers booked at a first, low
+	// guess hold the key at that rate for 32 of its intervals.
+	adaptiveRecheck = 50 * time.Millisecond
 )
 
 // DefaultFloorPerSecond is the lowest rate, in units per second, that an
@@ -170,6 +175,7 @@ type adaptiveKey struct {
 	seen    int64   // when an answer last came
 	paused  int64   // when the latest pause ends
 	probed  bool    // the first unit, the probe, was booked
+	gone    int64   // the latest slot that has come
 
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
@@ -184,6 +190,7 @@ type adaptiveKey struct {
 	// The steering on a stated bucket whose rate is not stated: see
 	// [Adaptive.steer].
 	spent   int            // units admitted since the steering began
+	refill  float64        // the refill last measured while the bucket was not full, or 0
 	samples []adaptiveFill // spent + remaining over the last span
 }
 
@@ -200,6 +207,7 @@ type adaptiveFill struct {
 func (k *adaptiveKey) prune(now int64) {
 	i := 0
 	for i < len(k.ahead) && k.ahead[i].slot <= now {
+		k.gone = max(k.gone, k.ahead[i].slot)
 		i++
 	}
 	k.ahead = k.ahead[i:]
@@ -328,6 +336,8 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	if slot > now {
 		k.prune(now)
 		k.ahead = append(k.ahead, b)
+	} else {
+		k.gone = max(k.gone, slot)
 	}
 	return NewReservation(b, time.Duration(slot-now), 0), nil
 }
@@ -351,7 +361,14 @@ type adaptiveBooking struct {
 func (b *adaptiveBooking) Until() time.Duration {
 	b.a.mu.Lock()
 	defer b.a.mu.Unlock()
-	return time.Duration(b.slot - b.a.clock())
+	now := b.a.clock()
+	d := b.slot - now
+	if b.k.stated > now {
+		// A stated quota may raise the rate and move the slot earlier:
+		// look again at least this often.
+		d = min(d, int64(adaptiveRecheck))
+	}
+	return time.Duration(d)
 }
 
 // Cancel implements [Booking]: the spacing comes back when the booking
@@ -511,10 +528,34 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	k.rate = min(max(best, a.floor), a.ceiling)
 	k.stated = now + a.maxHold
 	k.updated, k.probe = now, now
-	if k.rate < was {
-		k.relay(now)
+	if k.rate != was {
+		k.respace(now)
 	}
 	return true
+}
+
+// respace lays the bookings ahead of now out again at k's rate, in
+// order, from one interval after the latest slot that has come (and not
+// before a pause ends): earlier when the rate rose, later when it fell.
+// A slot moves earlier only to [adaptiveRecheck] from now or later, so
+// that its caller, who looks again within that, wakes at it and not
+// after it with others.
+func (k *adaptiveKey) respace(now int64) {
+	k.prune(now)
+	if len(k.ahead) == 0 {
+		return
+	}
+	next := max(now, k.paused, k.gone+k.cost(1))
+	soonest := now + int64(adaptiveRecheck)
+	for _, b := range k.ahead {
+		s := next
+		if s < b.slot {
+			s = max(s, min(b.slot, soonest))
+		}
+		b.slot = s
+		next = s + k.cost(b.n)
+	}
+	k.tat = next
 }
 
 // steer returns the rate for a bucket that states its size L and what
@@ -523,10 +564,10 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 // as the reset. Admitted units plus R grow at the bucket's refill rate
 // while it is not full, so their growth over the last half second
 // measures it; the rate is that refill less 3%, plus what R stands above
-// half the bucket spread over a quarter second (or less what it stands
+// half the bucket spread over half a second (or less what it stands
 // below), so that R stays away from 0. While the bucket stays full, the
 // refill is only known to be at least what was sent, and the rate
-// doubles every quarter second. The first reading starts at L per reset.
+// doubles every quarter second, up to twice what was sent. The first reading starts at L per reset.
 func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) float64 {
 	if !o.Throttled {
 		k.spent += max(o.N, 1)
@@ -556,9 +597,19 @@ func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) floa
 		wasted = wasted || f.full
 	}
 	rate := refill*adaptiveStatedTarget + (float64(s.Remaining)-float64(s.Limit)/2)/adaptiveSteer.Seconds()
-	if wasted && full {
+	switch {
+	case !wasted:
+		k.refill = refill
+	case full:
+		// Refill went to waste: it is at least what was sent. Until
+		// the bucket was once drained, find it fast; after, climb to
+		// a little above what was measured then.
+		lead := 2 * refill
+		if k.refill > 0 {
+			lead = 1.1 * max(refill, k.refill)
+		}
 		dt := float64(now-k.updated) / 1e9
-		rate = max(rate, k.rate*math.Exp2(dt/adaptiveSteer.Seconds()))
+		rate = max(rate, min(k.rate*math.Exp2(dt/(adaptiveSteer.Seconds()/2)), lead))
 	}
 	if o.Throttled {
 		rate = min(rate, k.rate*adaptiveBeta)
