@@ -586,8 +586,12 @@ func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) floa
 	old := k.samples[0]
 	span := float64(now-old.at) / 1e9
 	if span < adaptiveSpan.Seconds()/2 {
-		if k.est == 0 {
+		switch {
+		case k.est == 0:
 			return float64(s.Limit) / max(s.Reset, time.Second).Seconds()
+		case full:
+			// Too short to measure, and nothing drained yet: climb.
+			return k.rate * math.Exp2(float64(now-k.updated)/float64(adaptiveSteer/2))
 		}
 		return k.rate // too short to tell
 	}

@@ -126,3 +126,27 @@ func TestNewAdaptiveBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestAdaptiveStricterQuotaWins(t *testing.T) {
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(newManualClock().Now))
+	require.NoError(t, err)
+	require.NoError(t, a.Learn(context.Background(), "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{
+		{Name: "burst", Unit: throttle.UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second},
+		{Name: "minute", Unit: throttle.UnitRequests, Limit: 600, Remaining: 599, Reset: time.Minute, Window: time.Minute},
+	}}))
+	assert.InDelta(t, 10*0.97, a.Rate("k"), 1e-9)
+}
+
+func TestAdaptiveStatedFloorAndRecovery(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(clk.Now), throttle.WithFloor(throttle.PerSecond(2)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	hostile := throttle.Statement{Name: "q", Unit: throttle.UnitRequests, Limit: 1, Remaining: 0, Reset: 24 * time.Hour, Window: 24 * time.Hour}
+	require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: true, Statements: []throttle.Statement{hostile}}))
+	assert.InDelta(t, 2.0, a.Rate("k"), 1e-9, "one a day, clamped to the max hold, is below the floor")
+	clk.Advance(time.Second)
+	recovered := throttle.Statement{Name: "q", Unit: throttle.UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second}
+	require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{recovered}}))
+	assert.InDelta(t, 100*0.97*0.98, a.Rate("k"), 1e-9, "the next statement replaces it at once, less the throttled answer's 2%")
+}
