@@ -176,6 +176,7 @@ type adaptiveKey struct {
 	paused  int64   // when the latest pause ends
 	probed  bool    // the first unit, the probe, was booked
 	gone    int64   // the latest slot that has come
+	release int64   // while a quota is stated, the next unit leaves no sooner (see adaptiveBooking.Until)
 
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
@@ -354,6 +355,7 @@ type adaptiveBooking struct {
 	k    *adaptiveKey
 	slot int64
 	n    int
+	gone bool // Until released it
 }
 
 // Until implements [Booking], following any pause or cut since the
@@ -362,13 +364,23 @@ func (b *adaptiveBooking) Until() time.Duration {
 	b.a.mu.Lock()
 	defer b.a.mu.Unlock()
 	now := b.a.clock()
+	k := b.k
 	d := b.slot - now
-	if b.k.stated > now {
-		// A stated quota may raise the rate and move the slot earlier:
-		// look again at least this often.
-		d = min(d, int64(adaptiveRecheck))
+	if k.stated <= now || b.gone {
+		return time.Duration(d)
 	}
-	return time.Duration(d)
+	// A stated quota may raise the rate and move the slot earlier: look
+	// again at least this often. And release units no closer together
+	// than the rate, whatever the slots say: callers whose timers fired
+	// late (a stalled machine) would otherwise leave together, a herd
+	// that a sliding-window upstream refuses. Half an interval of slack
+	// keeps timers that fire a little late from drifting the pace.
+	d = max(d, k.release-now)
+	if d <= 0 {
+		b.gone = true
+		k.release = max(k.release, now-k.cost(1)/2) + k.cost(b.n)
+	}
+	return time.Duration(min(d, int64(adaptiveRecheck)))
 }
 
 // Cancel implements [Booking]: the spacing comes back when the booking
@@ -600,10 +612,14 @@ func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) floa
 	for _, f := range k.samples {
 		wasted = wasted || f.full
 	}
+	if wasted {
+		refill = max(refill, k.refill) // a lower bound: the last measure may be better
+	} else {
+		k.refill = refill
+	}
 	rate := refill*adaptiveStatedTarget + (float64(s.Remaining)-float64(s.Limit)/2)/adaptiveSteer.Seconds()
 	switch {
 	case !wasted:
-		k.refill = refill
 	case full:
 		// Refill went to waste: it is at least what was sent. Until
 		// the bucket was once drained, find it fast; after, climb to
