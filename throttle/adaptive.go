@@ -120,9 +120,17 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     rate): units booked at a slower rate may still be going out.
 //   - After five calm seconds far below its best estimate (a storm of
 //     throttling is over), it returns to the best one.
-//   - A quota whose limit and window are stated (the IETF RateLimit-Policy
-//     w) replaces the estimate at once: the rate is the stated limit per
-//     window, and probing stops there.
+//   - Quota headers, when present, beat guessing: a stated limit replaces
+//     the estimate at once (see [Adaptive.Learn]). The rate becomes 97% of
+//     the limit per window, the window stated (IETF w), learned from
+//     resets stated as instants, or a refilling quota's period; a bucket
+//     that states its size and what remains but no rate (a GCRA) is
+//     steered by what remains. Bookings already made are laid out again at
+//     the new rate, earlier too: while a quota is stated, callers look at
+//     their slot again every 50 ms, and units leave no closer together
+//     than the rate even when late timers bunch them.
+//   - A key's first unit is a probe: the next wait for its answer, or
+//     50 ms.
 //   - The rate never falls below the floor ([WithFloor], default
 //     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
@@ -430,7 +438,9 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	return nil
 }
 
-// Learn implements [Learner]: it counts the answer, and moves key's rate.
+// Learn implements [Learner]: it counts the answer, and moves key's rate:
+// at once to what a quota in requests states, if o states one, and
+// otherwise by the cut and climb of a limit it must guess.
 func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 	if ctx == nil {
 		return errNilContext
@@ -585,6 +595,11 @@ func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) floa
 		k.spent += max(o.N, 1)
 	}
 	full := s.Remaining >= s.Limit-1
+	if n := len(k.samples); n > 0 && now-k.samples[n-1].at > int64(adaptiveSpan)/5 {
+		// No answer for a while (a stall): the bucket may have filled
+		// unseen, so refill may have gone to waste.
+		full = true
+	}
 	if n := len(k.samples); n > 0 && now-k.samples[n-1].at < int64(adaptiveSpan)/50 {
 		k.samples[n-1].full = k.samples[n-1].full || full // at most 50 samples a span
 	} else {
@@ -621,13 +636,11 @@ func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) floa
 	switch {
 	case !wasted:
 	case full:
-		// Refill went to waste: it is at least what was sent. Until
-		// the bucket was once drained, find it fast; after, climb to
-		// a little above what was measured then.
+		// Refill went to waste: it is at least what was sent, or what
+		// was last measured. Climb fast, to at most twice that: if it
+		// is too fast, what remains falls, and the steering above
+		// brings the rate back.
 		lead := 2 * refill
-		if k.refill > 0 {
-			lead = 1.1 * max(refill, k.refill)
-		}
 		dt := float64(now-k.updated) / 1e9
 		rate = max(rate, min(k.rate*math.Exp2(dt/(adaptiveSteer.Seconds()/2)), lead))
 	}

@@ -62,6 +62,10 @@ type simConfig struct {
 	// answer, as a real limiter does: simGCRA or simWindow.
 	headers int
 	phase   time.Duration // simWindow: where in the second its windows start
+	// stall, when set, holds every event of the client (wakes and
+	// answers) that falls in [stall[0], stall[1]) until stall[1], as a
+	// stalled machine does.
+	stall [2]time.Duration
 }
 
 // The upstreams that state their quota.
@@ -158,6 +162,10 @@ func simulate(c simConfig) simResult {
 		now = e.at
 		if now >= c.run {
 			break
+		}
+		if (e.kind == simWake || e.kind == simAnswer) && now >= c.stall[0] && now < c.stall[1] {
+			push(c.stall[1], e.caller, e.kind)
+			continue
 		}
 		cl := &callers[e.caller]
 		switch e.kind {
@@ -262,5 +270,48 @@ func TestAdaptiveStatedRateRelaysBookings(t *testing.T) {
 			assert.Equal(t, tt.wantAfter, after)
 			assert.LessOrEqual(t, rs[3].booking.Until(), adaptiveRecheck, "a caller looks again within a recheck")
 		})
+	}
+}
+
+// TestAdaptiveReleaseKeepsPace checks the spacing of releases while a
+// quota is stated: callers woken a little late at their slots all leave
+// at once (no drift), and callers woken together after a stall leave one
+// interval apart, not in a herd.
+func TestAdaptiveReleaseKeepsPace(t *testing.T) {
+	var now time.Duration
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	a, err := NewAdaptive(PerSecond(1000), WithClock(func() time.Time { return start.Add(now) }))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, a.Learn(ctx, "k", Outcome{N: 1, Statements: []Statement{
+		{Name: "q", Unit: UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second},
+	}}))
+	var bs []*adaptiveBooking
+	for range 40 {
+		r, err := a.Reserve(ctx, "k", 1, -1)
+		require.NoError(t, err)
+		bs = append(bs, r.booking.(*adaptiveBooking))
+	}
+	late := 0
+	for _, b := range bs[:20] {
+		now = time.Duration(b.slot) + 2*time.Millisecond // each timer fires 2 ms late
+		if b.Until() > 0 {
+			late++
+		}
+	}
+	assert.Equal(t, 0, late, "callers woken a little late leave at once")
+	now = time.Duration(bs[39].slot) + time.Second // a stall: the other 20 wake together
+	var left []time.Duration
+	for range 300 {
+		for _, b := range bs[20:] {
+			if !b.gone && b.Until() <= 0 {
+				left = append(left, now)
+			}
+		}
+		now += time.Millisecond
+	}
+	require.Len(t, left, 20)
+	for i := 1; i < len(left); i++ {
+		assert.GreaterOrEqual(t, left[i]-left[i-1], 5*time.Millisecond, "release %d", i)
 	}
 }
