@@ -52,6 +52,26 @@ const (
 	// adaptiveLead is how far the rate may climb above what the upstream
 	// admitted in the last second.
 	adaptiveLead = 1.2
+	// adaptiveStatedTarget is the fraction of a stated limit per window
+	// the rate is set to. A sliding-window counter (go-chi/httprate) paced
+	// at its full limit refuses any unit that arrives a little early; at
+	// 97% there is 1.4 units of slack at 48/s, some 30 ms of jitter.
+	adaptiveStatedTarget = 0.97
+	// adaptiveProbeHold is how long the bookings after a key's first wait
+	// for its answer: the first unit is a probe, so that a burst of
+	// callers does not meet an upstream whose limit nobody knows yet.
+	adaptiveProbeHold = 50 * time.Millisecond
+	// adaptiveSteer is the time constant of the steering on a bucket's
+	// remaining (see [Adaptive.steer]): units above half the bucket are
+	// spent over it, units below are made up over it.
+	adaptiveSteer = 500 * time.Millisecond
+	// adaptiveSpan is the span over which a bucket's refill is measured.
+	adaptiveSpan = 500 * time.Millisecond
+	// adaptiveRecheck is how often a caller waiting on a key that follows
+	// a stated quota looks at its slot again: the rate may rise, and its
+	// slot move earlier. Without it, 32 callers booked at a first, low
+	// guess hold the key at that rate for 32 of its intervals.
+	adaptiveRecheck = 50 * time.Millisecond
 )
 
 // DefaultFloorPerSecond is the lowest rate, in units per second, that an
@@ -100,9 +120,17 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     rate): units booked at a slower rate may still be going out.
 //   - After five calm seconds far below its best estimate (a storm of
 //     throttling is over), it returns to the best one.
-//   - A quota whose limit and window are stated (the IETF RateLimit-Policy
-//     w) replaces the estimate at once: the rate is the stated limit per
-//     window, and probing stops there.
+//   - Quota headers, when present, beat guessing: a stated limit replaces
+//     the estimate at once (see [Adaptive.Learn]). The rate becomes 97% of
+//     the limit per window, the window stated (IETF w), learned from
+//     resets stated as instants, or a refilling quota's period; a bucket
+//     that states its size and what remains but no rate (a GCRA) is
+//     steered by what remains. Bookings already made are laid out again at
+//     the new rate, earlier too: while a quota is stated, callers look at
+//     their slot again every 50 ms, and units leave no closer together
+//     than the rate even when late timers bunch them.
+//   - A key's first unit is a probe: the next wait for its answer, or
+//     50 ms.
 //   - The rate never falls below the floor ([WithFloor], default
 //     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
@@ -131,6 +159,11 @@ type Adaptive struct {
 	ceiling float64 // units per second
 	floor   float64
 
+	// rec learns the windows of the quotas the upstream states (from
+	// successive resets) and the periods of those that refill; it books
+	// nothing. Its mutex is taken inside mu, never the other way.
+	rec *Upstream
+
 	mu   sync.Mutex
 	last int64
 	keys map[string]*adaptiveKey
@@ -143,11 +176,15 @@ type adaptiveKey struct {
 	est     float64 // the estimated limit, or 0
 	best    float64 // the highest estimate yet, to return to after a storm
 	stated  int64   // until when est was stated by the upstream
+	scale   float64 // what throttling while a quota was stated took off it, or 0 before any
 	first   int64   // when the first answer came, or -1
 	probe   int64   // when the rate last reached the target
 	updated int64   // when the rate was last moved
 	seen    int64   // when an answer last came
 	paused  int64   // when the latest pause ends
+	probed  bool    // the first unit, the probe, was booked
+	gone    int64   // the latest slot that has come
+	release int64   // while a quota is stated, the next unit leaves no sooner (see adaptiveBooking.Until)
 
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
@@ -158,12 +195,28 @@ type adaptiveKey struct {
 	ahead []*adaptiveBooking
 
 	buckets [adaptiveBuckets]adaptiveCount
+
+	// The steering on a stated bucket whose rate is not stated: see
+	// [Adaptive.steer].
+	spent   int            // units admitted since the steering began
+	refill  float64        // the refill last measured while the bucket was not full, or 0
+	samples []adaptiveFill // spent + remaining over the last span
+}
+
+// adaptiveFill is one reading of a bucket: units admitted so far plus
+// units remaining, at one instant. Its growth over time is the bucket's
+// refill.
+type adaptiveFill struct {
+	at   int64
+	fill int
+	full bool // the bucket was full: refill may have gone to waste
 }
 
 // prune forgets the bookings whose slot has come.
 func (k *adaptiveKey) prune(now int64) {
 	i := 0
 	for i < len(k.ahead) && k.ahead[i].slot <= now {
+		k.gone = max(k.gone, k.ahead[i].slot)
 		i++
 	}
 	k.ahead = k.ahead[i:]
@@ -199,8 +252,12 @@ func NewAdaptive(ceiling Rate, opts ...Option) (*Adaptive, error) {
 	if err != nil {
 		return nil, err
 	}
+	rec, err := NewUpstream(WithClock(c.now), WithMaxKeys(c.maxKeys), WithMaxHold(hold))
+	if err != nil {
+		return nil, err
+	}
 	a := &Adaptive{
-		now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold),
+		now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), rec: rec,
 		ceiling: perSecond(ceiling), floor: min(perSecond(floor), perSecond(ceiling)),
 		keys: map[string]*adaptiveKey{},
 	}
@@ -279,9 +336,17 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	}
 	b := &adaptiveBooking{a: a, k: k, slot: slot, n: n}
 	k.tat = slot + k.cost(n)
+	if !k.probed {
+		// The first unit is a probe: the next go after its answer, or
+		// after the hold if the answer is slower.
+		k.probed = true
+		k.tat = max(k.tat, slot+int64(adaptiveProbeHold))
+	}
 	if slot > now {
 		k.prune(now)
 		k.ahead = append(k.ahead, b)
+	} else {
+		k.gone = max(k.gone, slot)
 	}
 	return NewReservation(b, time.Duration(slot-now), 0), nil
 }
@@ -298,6 +363,7 @@ type adaptiveBooking struct {
 	k    *adaptiveKey
 	slot int64
 	n    int
+	gone bool // Until released it
 }
 
 // Until implements [Booking], following any pause or cut since the
@@ -305,7 +371,24 @@ type adaptiveBooking struct {
 func (b *adaptiveBooking) Until() time.Duration {
 	b.a.mu.Lock()
 	defer b.a.mu.Unlock()
-	return time.Duration(b.slot - b.a.clock())
+	now := b.a.clock()
+	k := b.k
+	d := b.slot - now
+	if k.stated <= now || b.gone {
+		return time.Duration(d)
+	}
+	// A stated quota may raise the rate and move the slot earlier: look
+	// again at least this often. And release units no closer together
+	// than the rate, whatever the slots say: callers whose timers fired
+	// late (a stalled machine) would otherwise leave together, a herd
+	// that a sliding-window upstream refuses. Half an interval of slack
+	// keeps timers that fire a little late from drifting the pace.
+	d = max(d, k.release-now)
+	if d <= 0 {
+		b.gone = true
+		k.release = max(k.release, now-k.cost(1)/2) + k.cost(b.n)
+	}
+	return time.Duration(min(d, int64(adaptiveRecheck)))
 }
 
 // Cancel implements [Booking]: the spacing comes back when the booking
@@ -355,7 +438,9 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	return nil
 }
 
-// Learn implements [Learner]: it counts the answer, and moves key's rate.
+// Learn implements [Learner]: it counts the answer, and moves key's rate:
+// at once to what a quota in requests states, if o states one, and
+// otherwise by the cut and climb of a limit it must guess.
 func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 	if ctx == nil {
 		return errNilContext
@@ -371,11 +456,11 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 		return err
 	}
 	k.seen = now
-	if a.stated(k, o, now) {
-		return nil
-	}
 	if k.first < 0 {
 		k.first = now
+	}
+	if a.follow(ctx, key, k, o, now) {
+		return nil
 	}
 	throttled := o.Throttled || k.spentEarly(o)
 	k.count(now, throttled)
@@ -389,27 +474,180 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 	return nil
 }
 
-// stated applies a quota whose limit and window the upstream stated, and
-// reports whether there was one: it replaces the estimate at once.
-func (a *Adaptive) stated(k *adaptiveKey, o Outcome, now int64) bool {
-	best := 0.0
+// follow steers k by the quotas in requests that o states, and reports
+// whether there was one: quota headers, when present, beat guessing.
+//
+//   - A quota whose window is known sets the rate at once to 97% of its
+//     limit per window. The window is the one stated (the IETF
+//     RateLimit-Policy w); for a quota that refills continuously, its
+//     period; for resets stated as instants (window boundaries: httprate,
+//     go-limiter, GitHub), the window learned from successive resets, or
+//     until then the reset itself, and at least a second.
+//   - A quota whose reset is a delay and whose window is not stated may be
+//     a bucket whose limit is its burst and whose reset is the time to
+//     refill it (throttled/throttled's GCRA): its remaining steers the
+//     rate (see [Adaptive.steer]).
+//
+// The stricter quota wins, and so does the ceiling. A throttled answer
+// while a quota is stated says the rate was a little high (another client
+// spends from the same quota, or jitter bunched units): the rate falls
+// 2%, once for the units sent after the last cut.
+func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Outcome, now int64) bool {
+	var ss []Statement
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(a.maxHold))
-		if (s.Unit == "" || s.Unit == UnitRequests) && s.Limit > 0 && s.Window > 0 {
-			r := float64(s.Limit) / s.Window.Seconds()
-			if best == 0 || r < best {
-				best = r
+		if (s.Unit == "" || s.Unit == UnitRequests) && s.Limit > 0 {
+			ss = append(ss, s)
+		}
+	}
+	if len(ss) == 0 {
+		return false
+	}
+	_ = a.rec.Learn(ctx, key, Outcome{Latency: o.Latency, Statements: ss})
+	learned := a.rec.Stated(key)
+	best, steered := 0.0, false
+	for _, s := range ss {
+		w := s.Window
+		if w == 0 && (s.Absolute || s.Refills) {
+			for _, l := range learned {
+				if l.Name == s.Name {
+					w = l.Window
+				}
 			}
+			if s.Absolute {
+				w = max(w, s.Reset, time.Second)
+			}
+		}
+		var r float64
+		switch {
+		case w > 0:
+			r = float64(s.Limit) / w.Seconds() * adaptiveStatedTarget
+		case s.Remaining >= 0:
+			r, steered = a.steer(k, s, o, now), true
+		default:
+			continue
+		}
+		if best == 0 || r < best {
+			best = r
 		}
 	}
 	if best == 0 {
 		return false
 	}
+	if k.scale == 0 {
+		k.scale = 1
+	}
+	if o.Throttled && !steered && now-int64(o.Latency) >= k.cutTat {
+		k.scale = max(k.scale*adaptiveNudge, 0.5)
+		k.cutTat = now + k.cost(1)
+	}
+	if !steered {
+		best *= k.scale
+	}
+	was := k.rate
 	k.est = best
+	k.best = max(k.best, best)
 	k.rate = min(max(best, a.floor), a.ceiling)
 	k.stated = now + a.maxHold
 	k.updated, k.probe = now, now
+	if k.rate != was {
+		k.respace(now)
+	}
 	return true
+}
+
+// respace lays the bookings ahead of now out again at k's rate, in
+// order, from one interval after the latest slot that has come (and not
+// before a pause ends): earlier when the rate rose, later when it fell.
+// A slot moves earlier only to [adaptiveRecheck] from now or later, so
+// that its caller, who looks again within that, wakes at it and not
+// after it with others.
+func (k *adaptiveKey) respace(now int64) {
+	k.prune(now)
+	if len(k.ahead) == 0 {
+		return
+	}
+	next := max(now, k.paused, k.gone+k.cost(1))
+	soonest := now + int64(adaptiveRecheck)
+	for _, b := range k.ahead {
+		s := next
+		if s < b.slot {
+			s = max(s, min(b.slot, soonest))
+		}
+		b.slot = s
+		next = s + k.cost(b.n)
+	}
+	k.tat = next
+}
+
+// steer returns the rate for a bucket that states its size L and what
+// remains R, but not its rate: throttled/throttled's GCRA states its
+// burst as the limit and the time to refill it, rounded up to a second,
+// as the reset. Admitted units plus R grow at the bucket's refill rate
+// while it is not full, so their growth over the last half second
+// measures it; the rate is that refill less 3%, plus what R stands above
+// half the bucket spread over half a second (or less what it stands
+// below), so that R stays away from 0. While the bucket stays full, the
+// refill is only known to be at least what was sent, and the rate
+// doubles every quarter second, up to twice what was sent. The first reading starts at L per reset.
+func (a *Adaptive) steer(k *adaptiveKey, s Statement, o Outcome, now int64) float64 {
+	if !o.Throttled {
+		k.spent += max(o.N, 1)
+	}
+	full := s.Remaining >= s.Limit-1
+	if n := len(k.samples); n > 0 && now-k.samples[n-1].at > int64(adaptiveSpan)/5 {
+		// No answer for a while (a stall): the bucket may have filled
+		// unseen, so refill may have gone to waste.
+		full = true
+	}
+	if n := len(k.samples); n > 0 && now-k.samples[n-1].at < int64(adaptiveSpan)/50 {
+		k.samples[n-1].full = k.samples[n-1].full || full // at most 50 samples a span
+	} else {
+		k.samples = append(k.samples, adaptiveFill{at: now, fill: k.spent + s.Remaining, full: full})
+	}
+	i := 0
+	for i < len(k.samples)-1 && now-k.samples[i+1].at >= int64(adaptiveSpan) {
+		i++ // keep the newest sample at least a span old
+	}
+	k.samples = k.samples[i:]
+	old := k.samples[0]
+	span := float64(now-old.at) / 1e9
+	if span < adaptiveSpan.Seconds()/2 {
+		switch {
+		case k.est == 0:
+			return float64(s.Limit) / max(s.Reset, time.Second).Seconds()
+		case full:
+			// Too short to measure, and nothing drained yet: climb.
+			return k.rate * math.Exp2(float64(now-k.updated)/float64(adaptiveSteer/2))
+		}
+		return k.rate // too short to tell
+	}
+	refill := float64(k.spent+s.Remaining-old.fill) / span
+	wasted := false
+	for _, f := range k.samples {
+		wasted = wasted || f.full
+	}
+	if wasted {
+		refill = max(refill, k.refill) // a lower bound: the last measure may be better
+	} else {
+		k.refill = refill
+	}
+	rate := refill*adaptiveStatedTarget + (float64(s.Remaining)-float64(s.Limit)/2)/adaptiveSteer.Seconds()
+	switch {
+	case !wasted:
+	case full:
+		// Refill went to waste: it is at least what was sent, or what
+		// was last measured. Climb fast, to at most twice that: if it
+		// is too fast, what remains falls, and the steering above
+		// brings the rate back.
+		lead := 2 * refill
+		dt := float64(now-k.updated) / 1e9
+		rate = max(rate, min(k.rate*math.Exp2(dt/(adaptiveSteer.Seconds()/2)), lead))
+	}
+	if o.Throttled {
+		rate = min(rate, k.rate*adaptiveBeta)
+	}
+	return rate
 }
 
 // spentEarly reports whether o states a quota in requests at 0 with its

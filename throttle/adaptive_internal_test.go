@@ -4,7 +4,11 @@ import (
 	"container/heap"
 	"context"
 	"math/rand/v2"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // This file holds a discrete-event simulation of callers of an Adaptive
@@ -54,7 +58,28 @@ type simConfig struct {
 	seed          uint64
 	ceiling       Rate
 	change        func(at time.Duration) (hidden int, ok bool) // a hidden limit that moves, if set
+	// headers, when set, makes the upstream state its quota on every
+	// answer, as a real limiter does: simGCRA or simWindow.
+	headers int
+	phase   time.Duration // simWindow: where in the second its windows start
+	// stall, when set, holds every event of the client (wakes and
+	// answers) that falls in [stall[0], stall[1]) until stall[1], as a
+	// stalled machine does.
+	stall [2]time.Duration
 }
+
+// The upstreams that state their quota.
+const (
+	simHeaderless = iota
+	// simGCRA is the token bucket stating what throttled/throttled
+	// states: the burst as the limit, the whole tokens left, and the time
+	// until the bucket is full rounded up to a second, as a delay.
+	simGCRA
+	// simWindow is a fixed window of hidden units a second, starting at
+	// phase, stating what sethvargo/go-limiter states: the limit, what is
+	// left, and the window's end truncated to the second, as an instant.
+	simWindow
+)
 
 // simResult counts per 100 ms.
 type simResult struct {
@@ -77,25 +102,44 @@ func simulate(c simConfig) simResult {
 
 	hidden := float64(c.hidden)
 	tokens, last := float64(c.burst), time.Duration(0)
-	take := func() bool {
+	used, window := 0, time.Duration(-1)
+	take := func() (bool, []Statement) {
 		if c.change != nil {
 			if h, ok := c.change(now); ok {
 				hidden = float64(h)
 			}
 		}
+		if c.headers == simWindow {
+			if w := (now - c.phase + time.Second) / time.Second; w != window {
+				window, used = w, 0
+			}
+			ok := used < c.hidden
+			if ok {
+				used++
+			}
+			end := c.phase + window*time.Second
+			reset := max(end.Truncate(time.Second)-now.Truncate(time.Second), 0) // both truncated, as an HTTP-date and Date are
+			return ok, []Statement{{Name: "x-ratelimit", Unit: UnitRequests, Limit: c.hidden, Remaining: c.hidden - used, Reset: reset, Absolute: true}}
+		}
 		tokens = min(float64(c.burst), tokens+(now-last).Seconds()*hidden)
 		last = now
-		if tokens < 1 {
-			return false
+		ok := tokens >= 1
+		if ok {
+			tokens--
 		}
-		tokens--
-		return true
+		if c.headers != simGCRA {
+			return ok, nil
+		}
+		full := time.Duration((float64(c.burst) - tokens) / hidden * float64(time.Second))
+		reset := (full + time.Second - 1) / time.Second * time.Second
+		return ok, []Statement{{Name: "x-ratelimit", Unit: UnitRequests, Limit: c.burst, Remaining: int(tokens), Reset: reset}}
 	}
 
 	type caller struct {
-		r    *Reservation
-		sent time.Duration
-		ok   bool
+		r      *Reservation
+		sent   time.Duration
+		ok     bool
+		stated []Statement
 	}
 	callers := make([]caller, c.callers)
 	q := &simQueue{}
@@ -119,6 +163,10 @@ func simulate(c simConfig) simResult {
 		if now >= c.run {
 			break
 		}
+		if (e.kind == simWake || e.kind == simAnswer) && now >= c.stall[0] && now < c.stall[1] {
+			push(c.stall[1], e.caller, e.kind)
+			continue
+		}
 		cl := &callers[e.caller]
 		switch e.kind {
 		case simBook:
@@ -127,7 +175,7 @@ func simulate(c simConfig) simResult {
 				panic("simulate: Reserve refused")
 			}
 			cl.r = r
-			push(now+r.Delay, e.caller, simWake)
+			push(now+max(r.booking.Until(), 0), e.caller, simWake) // as Wait does
 		case simWake:
 			if d := cl.r.booking.Until(); d > 0 {
 				push(now+d, e.caller, simWake) // moved by a cut or a pause
@@ -136,7 +184,7 @@ func simulate(c simConfig) simResult {
 			cl.sent = now
 			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.caller, simArrive)
 		case simArrive:
-			cl.ok = take()
+			cl.ok, cl.stated = take()
 			bin := int(now / (100 * time.Millisecond))
 			if cl.ok {
 				res.admitted[bin]++
@@ -145,7 +193,7 @@ func simulate(c simConfig) simResult {
 			}
 			push(now+c.back, e.caller, simAnswer)
 		case simAnswer:
-			_ = a.Learn(ctx, "k", Outcome{N: 1, Throttled: !cl.ok, Latency: now - cl.sent})
+			_ = a.Learn(ctx, "k", Outcome{N: 1, Throttled: !cl.ok, Latency: now - cl.sent, Statements: cl.stated})
 			push(now, e.caller, simBook)
 		}
 	}
@@ -164,4 +212,106 @@ func (s simResult) after(from time.Duration) (admitted, throttled int, lo, hi fl
 		hi = max(hi, s.rates[i])
 	}
 	return admitted, throttled, lo, hi
+}
+
+// TestAdaptiveStatedRateRelaysBookings checks that a stated quota moves
+// the slots already booked: later when the rate falls, earlier when it
+// rises, but never sooner than a recheck from now, so that their callers,
+// who look again that often, wake at them.
+func TestAdaptiveStatedRateRelaysBookings(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name        string
+		giveCeiling Rate
+		givePrior   int // a limit per second stated before the bookings, or 0
+		giveLimit   int
+		wantBefore  []time.Duration
+		wantAfter   []time.Duration
+	}{
+		{
+			name: "falls: 1000/s to 97% of 10/s", giveCeiling: PerSecond(1000), giveLimit: 10,
+			wantBefore: []time.Duration{0, 50 * ms, 51 * ms, 52 * ms},
+			wantAfter:  []time.Duration{0, 103092784, 206185568, 309278352},
+		},
+		{
+			name: "rises: 97% of 10/s to 97% of 100/s", giveCeiling: PerSecond(1000), givePrior: 10, giveLimit: 100,
+			wantBefore: []time.Duration{0, 103092784, 206185568, 309278352},
+			wantAfter:  []time.Duration{0, 50 * ms, 60309279, 70618558},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+			a, err := NewAdaptive(tt.giveCeiling, WithClock(func() time.Time { return start }))
+			require.NoError(t, err)
+			ctx := context.Background()
+			stated := func(limit int) Outcome {
+				return Outcome{N: 1, Statements: []Statement{
+					{Name: "q", Unit: UnitRequests, Limit: limit, Remaining: limit - 1, Reset: time.Second, Window: time.Second},
+				}}
+			}
+			if tt.givePrior > 0 {
+				require.NoError(t, a.Learn(ctx, "k", stated(tt.givePrior)))
+			}
+			var rs []*Reservation
+			var before []time.Duration
+			for range 4 {
+				r, err := a.Reserve(ctx, "k", 1, -1)
+				require.NoError(t, err)
+				rs = append(rs, r)
+				before = append(before, r.Delay)
+			}
+			require.NoError(t, a.Learn(ctx, "k", stated(tt.giveLimit)))
+			var after []time.Duration
+			for _, r := range rs {
+				after = append(after, time.Duration(r.booking.(*adaptiveBooking).slot))
+			}
+			assert.Equal(t, tt.wantBefore, before)
+			assert.Equal(t, tt.wantAfter, after)
+			assert.LessOrEqual(t, rs[3].booking.Until(), adaptiveRecheck, "a caller looks again within a recheck")
+		})
+	}
+}
+
+// TestAdaptiveReleaseKeepsPace checks the spacing of releases while a
+// quota is stated: callers woken a little late at their slots all leave
+// at once (no drift), and callers woken together after a stall leave one
+// interval apart, not in a herd.
+func TestAdaptiveReleaseKeepsPace(t *testing.T) {
+	var now time.Duration
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	a, err := NewAdaptive(PerSecond(1000), WithClock(func() time.Time { return start.Add(now) }))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, a.Learn(ctx, "k", Outcome{N: 1, Statements: []Statement{
+		{Name: "q", Unit: UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second},
+	}}))
+	var bs []*adaptiveBooking
+	for range 40 {
+		r, err := a.Reserve(ctx, "k", 1, -1)
+		require.NoError(t, err)
+		bs = append(bs, r.booking.(*adaptiveBooking))
+	}
+	late := 0
+	for _, b := range bs[:20] {
+		now = time.Duration(b.slot) + 2*time.Millisecond // each timer fires 2 ms late
+		if b.Until() > 0 {
+			late++
+		}
+	}
+	assert.Equal(t, 0, late, "callers woken a little late leave at once")
+	now = time.Duration(bs[39].slot) + time.Second // a stall: the other 20 wake together
+	var left []time.Duration
+	for range 300 {
+		for _, b := range bs[20:] {
+			if !b.gone && b.Until() <= 0 {
+				left = append(left, now)
+			}
+		}
+		now += time.Millisecond
+	}
+	require.Len(t, left, 20)
+	for i := 1; i < len(left); i++ {
+		assert.GreaterOrEqual(t, left[i]-left[i-1], 5*time.Millisecond, "release %d", i)
+	}
 }

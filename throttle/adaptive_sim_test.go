@@ -77,3 +77,49 @@ func TestAdaptiveSurvivesHostileUpstream(t *testing.T) {
 	assert.GreaterOrEqual(t, lo, 90.0, "the rate has not come back")
 	assert.LessOrEqual(t, hi, 110.0, "the rate came back too far")
 }
+
+// TestAdaptiveFollowsStatedQuota checks the goal of issue 13 for "no
+// limit configured, headers present" against simulated upstreams that
+// state their quota as real ones do: a GCRA that states only its burst
+// and what is left (throttled/throttled), and fixed windows whose
+// reset is truncated to the second (sethvargo/go-limiter), in several
+// phases. Over the whole run, the learning included, at most 1% of the
+// answers are throttled and at least 90% of what the upstream allows is
+// used (while the client is not stalled).
+func TestAdaptiveFollowsStatedQuota(t *testing.T) {
+	tests := []struct {
+		name        string
+		giveHeaders int
+		giveHidden  int
+		giveBurst   int
+		givePhase   time.Duration
+		giveStall   [2]time.Duration
+		giveSeed    uint64
+	}{
+		{name: "GCRA 48/s, burst 9", giveHeaders: simGCRA, giveHidden: 48, giveBurst: 9, giveSeed: 1},
+		{name: "GCRA 48/s, burst 9, another draw", giveHeaders: simGCRA, giveHidden: 48, giveBurst: 9, giveSeed: 2},
+		{name: "GCRA 200/s, burst 20", giveHeaders: simGCRA, giveHidden: 200, giveBurst: 20, giveSeed: 3},
+		{name: "GCRA 48/s, burst 9, the client stalls 650 ms", giveHeaders: simGCRA, giveHidden: 48, giveBurst: 9, giveStall: [2]time.Duration{4 * time.Second, 4650 * time.Millisecond}, giveSeed: 4},
+		{name: "window 48/s, the client stalls 650 ms", giveHeaders: simWindow, giveHidden: 48, givePhase: 370 * time.Millisecond, giveStall: [2]time.Duration{4 * time.Second, 4650 * time.Millisecond}, giveSeed: 5},
+		{name: "window 48/s", giveHeaders: simWindow, giveHidden: 48, giveSeed: 1},
+		{name: "window 48/s, phase 370 ms", giveHeaders: simWindow, giveHidden: 48, givePhase: 370 * time.Millisecond, giveSeed: 2},
+		{name: "window 48/s, phase 990 ms", giveHeaders: simWindow, giveHidden: 48, givePhase: 990 * time.Millisecond, giveSeed: 3},
+		{name: "window 500/s, phase 500 ms", giveHeaders: simWindow, giveHidden: 500, givePhase: 500 * time.Millisecond, giveSeed: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const run = 12 * time.Second
+			res := simulate(simConfig{
+				hidden: tt.giveHidden, burst: tt.giveBurst, callers: 32, way: 4 * time.Millisecond, back: 2 * time.Millisecond,
+				run: run, seed: tt.giveSeed, ceiling: PerSecond(1000), headers: tt.giveHeaders, phase: tt.givePhase, stall: tt.giveStall,
+			})
+			admitted, throttled, lo, hi := res.after(0)
+			allowed := float64(tt.giveBurst) + float64(tt.giveHidden)*(run-(tt.giveStall[1]-tt.giveStall[0])).Seconds()
+			utilization := float64(admitted) / allowed
+			refused := float64(throttled) / float64(admitted+throttled)
+			t.Logf("rate in [%.1f, %.1f], utilization %.3f, throttled %.4f (%d of %d)", lo, hi, utilization, refused, throttled, admitted+throttled)
+			assert.GreaterOrEqual(t, utilization, 0.9, "utilization")
+			assert.LessOrEqual(t, refused, 0.01, "throttled answers")
+		})
+	}
+}

@@ -31,10 +31,14 @@ func TestAdaptiveStatedLimitReplacesTheEstimate(t *testing.T) {
 		give     throttle.Statement
 		wantRate float64
 	}{
-		{name: "limit and window", give: requests(120, 50, 30*time.Second, time.Minute), wantRate: 2},
+		{name: "limit and window: 97% of it", give: requests(120, 50, 30*time.Second, time.Minute), wantRate: 2 * 0.97},
 		{name: "above the ceiling", give: requests(100_000, 50, time.Second, time.Second), wantRate: 1000},
 		{name: "tokens do not count", give: throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 10, Remaining: 5, Window: time.Second}, wantRate: 1000},
-		{name: "no window, no rate", give: requests(120, 50, 30*time.Second, 0), wantRate: 1000},
+		{name: "reset at a window boundary: the window is at least the reset", give: absolute(requests(120, 50, 30*time.Second, 0)), wantRate: 4 * 0.97},
+		{name: "reset at a boundary under a second: the window is at least a second", give: absolute(requests(48, 47, 300*time.Millisecond, 0)), wantRate: 48 * 0.97},
+		{name: "reset as a delay: a bucket, starting at its limit per reset", give: requests(120, 50, 30*time.Second, 0), wantRate: 4},
+		{name: "limit 0 is unknown", give: requests(0, 5, time.Second, time.Second), wantRate: 1000},
+		{name: "remaining 1e18 and a reset years ahead are clamped", give: absolute(requests(120, 1e18, 24*365*time.Hour, 0)), wantRate: 120 / 60.0 * 0.97},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,6 +48,12 @@ func TestAdaptiveStatedLimitReplacesTheEstimate(t *testing.T) {
 			assert.InDelta(t, tt.wantRate, a.Rate("k"), 1e-9)
 		})
 	}
+}
+
+// absolute returns s with its reset stated as an instant.
+func absolute(s throttle.Statement) throttle.Statement {
+	s.Absolute = true
+	return s
 }
 
 func TestAdaptiveCutsOnThrottlingAndNeverBelowTheFloor(t *testing.T) {
@@ -115,4 +125,28 @@ func TestNewAdaptiveBadInput(t *testing.T) {
 			assert.EqualError(t, err, tt.wantErr)
 		})
 	}
+}
+
+func TestAdaptiveStricterQuotaWins(t *testing.T) {
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(newManualClock().Now))
+	require.NoError(t, err)
+	require.NoError(t, a.Learn(context.Background(), "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{
+		{Name: "burst", Unit: throttle.UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second},
+		{Name: "minute", Unit: throttle.UnitRequests, Limit: 600, Remaining: 599, Reset: time.Minute, Window: time.Minute},
+	}}))
+	assert.InDelta(t, 10*0.97, a.Rate("k"), 1e-9)
+}
+
+func TestAdaptiveStatedFloorAndRecovery(t *testing.T) {
+	clk := newManualClock()
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(clk.Now), throttle.WithFloor(throttle.PerSecond(2)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	hostile := throttle.Statement{Name: "q", Unit: throttle.UnitRequests, Limit: 1, Remaining: 0, Reset: 24 * time.Hour, Window: 24 * time.Hour}
+	require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: true, Statements: []throttle.Statement{hostile}}))
+	assert.InDelta(t, 2.0, a.Rate("k"), 1e-9, "one a day, clamped to the max hold, is below the floor")
+	clk.Advance(time.Second)
+	recovered := throttle.Statement{Name: "q", Unit: throttle.UnitRequests, Limit: 100, Remaining: 99, Reset: time.Second, Window: time.Second}
+	require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{recovered}}))
+	assert.InDelta(t, 100*0.97*0.98, a.Rate("k"), 1e-9, "the next statement replaces it at once, less the throttled answer's 2%")
 }
