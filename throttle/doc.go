@@ -2,8 +2,10 @@
 //
 // Every limiter here hands out reservations: each caller is given its own
 // slot in time, now or later, sleeps once until it, and never polls or
-// competes for a token on waking. Slots never decrease, and cancelling a
-// reservation never lets a later caller exceed the limit. No limiter
+// competes for a token on waking. Slots never decrease (except that a
+// bucket built [WithMoveUp] moves a sleeper up when earlier bookings give
+// units back), and cancelling a reservation never lets a later caller
+// exceed the limit. No limiter
 // refuses a caller whose slot lies within its maxWait, except with
 // [ErrExceedsCapacity] for a cost that can never fit.
 //
