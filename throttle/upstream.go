@@ -48,6 +48,14 @@ type Statement struct {
 	// Anthropic's quotas): "R left now, L more per period", not "R before
 	// a window boundary".
 	Refills bool
+	// ResetAt and Precision are retryafter.Quota's: the reset as an
+	// instant on the wall clock, at or after the true one, and how finely
+	// it was stated. When both are set, an Absolute statement's window is
+	// named by ResetAt − Precision and its true end learned from the
+	// answers (see [Upstream]); the record compares ResetAt with its own
+	// clock ([WithClock]). The zero values leave Reset alone in charge.
+	ResetAt   time.Time
+	Precision time.Duration
 }
 
 // Limits on what a Statement may say; beyond them a value is absurd.
@@ -292,6 +300,12 @@ type statedQuota struct {
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
+	heardAt   int64 // when the answer that set left arrived
+	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
+	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
+	probed    int64 // the stamp of the window a probe was booked in
+	fixed     bool  // what was left came back at a window boundary: a fixed window
+	others    otherClients
 	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64 // when the statement stops holding anything back
 }
@@ -373,24 +387,33 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered = now
-	sent := int64(math.MinInt64) // unknown
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1)}
 	if o.Latency > 0 {
-		sent = now - int64(o.Latency)
+		a.sent = now - int64(o.Latency)
 	}
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(u.maxHold))
-		if k.record(s, now, sent, u.maxHold) {
+		if k.record(s, a, u.maxHold) {
 			u.heard.Store(true)
 		}
 	}
 	return nil
 }
 
-// record merges the statement s, arrived at now for a request sent at
-// sent (MinInt64 when unknown), into k, and reports whether it said
-// anything. Statements that say nothing about what is left change
-// nothing.
-func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
+// arrival is one answer as the record sees it.
+type arrival struct {
+	now  int64     // when it arrived, on the record's clock
+	sent int64     // when its request was sent, or MinInt64 when unknown
+	wall time.Time // now, on the wall clock: what Statement.ResetAt is compared with
+	ok   bool      // the upstream admitted the request
+	n    int       // the units it took when admitted
+}
+
+// record merges the statement s, arrived as a says, into k, and reports
+// whether it said anything. Statements that say nothing about what is
+// left change nothing.
+func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
+	now, sent := a.now, a.sent
 	if s.Remaining < 0 && s.Limit < 0 {
 		return false
 	}
@@ -400,7 +423,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
@@ -423,6 +446,10 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
+	if stamp, p, ok := phased(s, a, maxHold); ok {
+		return k.recordPhased(q, s, a, stamp, p, maxHold)
+	}
+	q.stamp = math.MinInt64
 	left := math.MaxInt
 	if s.Remaining >= 0 {
 		left = s.Remaining - k.before(unit, reset)
@@ -435,14 +462,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 		// decays. When the order is unknown, or the answer is for an
 		// older request that arrived late, the lower remaining wins.
 		// The earlier reset wins: each is late by up to its precision.
-		if sent != math.MinInt64 && sent >= q.sent {
-			if s.Remaining > q.raw && q.raw >= 0 {
-				q.sliding = true // a fixed window's remaining never grows
-			}
-			q.left, q.sent, q.raw = left, sent, s.Remaining
-		} else {
-			q.left = min(q.left, left)
-		}
+		q.merge(left, s.Remaining, a)
 		q.reset = min(q.reset, reset)
 		q.precision = min(q.precision, precision)
 	case reset > q.reset:
@@ -453,7 +473,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 				q.window = w
 			}
 		}
-		q.reset, q.left, q.precision, q.sent, q.raw = reset, left, precision, sent, s.Remaining
+		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, precision, sent, s.Remaining, now
 	default:
 		return true // stale: a window that has already reset
 	}
@@ -564,7 +584,8 @@ func (q *statedQuota) spacing() int64 {
 	default:
 		w = max(q.longest, int64(time.Millisecond))
 	}
-	return (w + int64(q.limit) - 1) / int64(q.limit)
+	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
+	return (w + l - 1) / l
 }
 
 // earliest returns the first slot at or after from at which q admits n
@@ -582,6 +603,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 	if from < q.reset {
 		if q.left >= n {
 			return from
+		}
+		if slot, ok := q.probe(from); ok {
+			return slot
 		}
 		switch {
 		case !q.sliding:
@@ -616,6 +640,8 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
+	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
+		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
 	case q.spacing() > 0:
 		p.tatBefore = q.tat
 		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
@@ -630,6 +656,7 @@ type statedPart struct {
 	reset               int64 // the window it was booked in
 	n                   int
 	before              bool  // taken from what was left before reset
+	probe               int64 // the window it probed (windowend.go), or 0
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
 }
 
@@ -638,6 +665,8 @@ type statedPart struct {
 // after p.
 func (q *statedQuota) give(p statedPart) {
 	switch {
+	case p.probe != 0 && q.probed == p.probe:
+		q.probed = math.MinInt64
 	case q.reset != p.reset:
 	case p.before:
 		q.left += p.n
