@@ -18,42 +18,39 @@ const UnitRequests = "requests"
 
 // Statement is what an upstream said about one of its quotas in one
 // response: how large the quota is, how much of it is left, and when it
-// returns. A Transport reads it from the response's headers
-// (retryafter.ParseQuota) and hands it to a [Learner] inside an
-// [Outcome].
+// returns. A Transport copies it from the response's headers, one
+// retryafter.Quota each (retryafter.ParseQuota), whose fields document
+// the dialects; and hands it to a [Learner] inside an [Outcome]. This
+// package cannot import retryafter, so only what the record adds is
+// said here.
 type Statement struct {
-	// Name tells the quotas of one key apart ("requests", "tokens", an
-	// IETF policy id).
+	// Name tells the quotas of one key apart (Quota.Name).
 	Name string
 	// Unit is what the quota counts: [UnitRequests], or another unit
 	// ("tokens", "input-tokens") that only [Upstream.ReserveUnits] books.
 	Unit string
-	// Limit is the quota's size per window, or -1 when not stated.
+	// Limit is Quota.Limit: the size per window, or -1.
 	Limit int
-	// Remaining is how much is left before Reset, or -1 when not stated.
+	// Remaining is Quota.Remaining: what is left before Reset, or -1.
 	Remaining int
-	// Reset is how long after the response arrived the quota returns, 0
-	// when not stated or already due. It should already be corrected for
-	// clock skew (through the response's Date header).
+	// Reset is Quota.Reset: how long after the response arrived the quota
+	// returns, or 0.
 	Reset time.Duration
-	// Window is the quota's window when the upstream states it (the IETF
-	// policy's w), or 0.
+	// Window is Quota.Window: the stated window (IETF w), or 0.
 	Window time.Duration
-	// Absolute reports that the reset was stated as an instant (a Unix
-	// time, an HTTP-date), as limiters with fixed window boundaries state
-	// it, rather than as a delay.
+	// Absolute is Quota.Absolute: the reset was stated as an instant, as
+	// limiters with fixed window boundaries state it.
 	Absolute bool
-	// Refills reports that Reset is when the quota is full again and that
-	// it refills continuously until then, as a token bucket (OpenAI's and
-	// Anthropic's quotas): "R left now, L more per period", not "R before
-	// a window boundary".
+	// Refills is Quota.Refills: the quota refills continuously until
+	// Reset, as a token bucket ("R left now, L more per period"), rather
+	// than at a window boundary.
 	Refills bool
-	// ResetAt and Precision are retryafter.Quota's: the reset as an
-	// instant on the wall clock, at or after the true one, and how finely
-	// it was stated. When both are set, an Absolute statement's window is
-	// named by ResetAt − Precision and its true end learned from the
-	// answers (see [Upstream]); the record compares ResetAt with its own
-	// clock ([WithClock]). The zero values leave Reset alone in charge.
+	// ResetAt and Precision are Quota's: the reset as an instant on the
+	// wall clock, at or after the true one, and how finely it was stated.
+	// When both are set on an Absolute statement, its window is named by
+	// ResetAt − Precision and its true end learned from the answers (see
+	// [Upstream]); the record compares ResetAt with its own clock
+	// ([WithClock]). The zero values leave Reset in charge.
 	ResetAt   time.Time
 	Precision time.Duration
 }
@@ -153,11 +150,11 @@ type Learner interface {
 // order or a sliding window reports remaining from an estimate: two
 // statements whose resets lie within the reset's precision of each other
 // (a second, for whole-second resets) state the same window. Of those,
-// the one for the request sent later wins (a sliding window's remaining
-// may grow as its estimate decays); when the order is unknown, or the
-// answer is for an older request that arrived late, the lower remaining
-// wins; and the earlier reset wins, since a reset computed from a
-// whole-second Date is late by up to a second. A reset later than that
+// the one for a request sent after the other's answer arrived wins (a
+// sliding window's remaining may grow as its estimate decays); when the
+// order is unknown, or the requests were in flight together, the lower
+// remaining wins; and the earlier reset wins, since a reset computed from
+// a whole-second Date is late by up to a second. A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
 // ignored. A remaining that grows within a window, for a request sent
 // later, marks the quota as a sliding window, which refills before its
@@ -172,6 +169,23 @@ type Learner interface {
 // statement corrects it. Resets stated as delays may come from a GCRA
 // upstream, whose "limit" is a burst and whose "reset" is the time to
 // refill it: there the configured limiter paces after T.
+//
+// A reset stated as an instant cut to a coarse precision (an epoch
+// second, an HTTP-date: [Statement.ResetAt] and [Statement.Precision])
+// may be up to that precision early. The record names each window by
+// its stated reset S, holds what is left until the latest the window can
+// end, and narrows that down from the answers: one stating S was handled
+// before the window ended and after its request was sent; the first
+// answer stating a later window came after it ended. When what is left
+// runs out while the end is known to within more than a twentieth of the
+// window, one request a window goes at the middle of the bounds (a
+// probe), once the quota is known to be a fixed window (what is left came
+// back at a boundary; a sliding counter's does not). What the upstream
+// says was spent in such a window beyond what this client had admitted is
+// another client's: its pace is kept out of what is left before the
+// reset and out of the pace after it (others.go). Answers to requests in
+// flight together may have been handled in either order: of their
+// statements for one window the lower remaining wins.
 //
 // A quota that refills continuously ([Statement.Refills]: OpenAI's and
 // Anthropic's, whose reset is when the quota is full again) is a token
@@ -375,15 +389,12 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		if len(o.Statements) == 0 {
-			return nil
-		}
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return err
-		}
+	if u.keys[key] == nil && len(o.Statements) == 0 {
+		return nil
+	}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return err
 	}
 	k.answer(o.N)
 	k.answered = now
@@ -675,6 +686,15 @@ func (q *statedQuota) give(p statedPart) {
 	}
 }
 
+// lookup returns key's record, creating it if there is none. u.mu is
+// held.
+func (u *Upstream) lookup(key string, now int64) (*statedKey, error) {
+	if k := u.keys[key]; k != nil {
+		return k, nil
+	}
+	return u.add(key, now)
+}
+
 // add creates key's record, dropping fresh records when full. u.mu is
 // held.
 func (u *Upstream) add(key string, now int64) (*statedKey, error) {
@@ -743,12 +763,9 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return nil, err
-		}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return nil, err
 	}
 	if k.inflight > 0 && now-k.answered >= u.maxHold {
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
@@ -849,12 +866,9 @@ func (u *Upstream) Pause(ctx context.Context, key string, d time.Duration) error
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return err
-		}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return err
 	}
 	k.pause(now, min(int64(d), u.maxHold))
 	u.heard.Store(true)
