@@ -150,11 +150,12 @@ type Learner interface {
 // order or a sliding window reports remaining from an estimate: two
 // statements whose resets lie within the reset's precision of each other
 // (a second, for whole-second resets) state the same window. Of those,
-// the one for a request sent after the other's answer arrived wins (a
-// sliding window's remaining may grow as its estimate decays); when the
-// order is unknown, or the requests were in flight together, the lower
-// remaining wins; and the earlier reset wins, since a reset computed from
-// a whole-second Date is late by up to a second. A reset later than that
+// the one for the request sent later wins (a sliding window's remaining
+// may grow as its estimate decays); when the order is unknown, or the
+// answer is for an older request that arrived late, the lower remaining
+// wins; and the earlier reset wins, since a reset computed from a
+// whole-second Date is late by up to a second. (For resets stated as
+// instants, see below: requests in flight together count as unordered.) A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
 // ignored. A remaining that grows within a window, for a request sent
 // later, marks the quota as a sliding window, which refills before its
@@ -473,7 +474,21 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// decays. When the order is unknown, or the answer is for an
 		// older request that arrived late, the lower remaining wins.
 		// The earlier reset wins: each is late by up to its precision.
-		q.merge(left, s.Remaining, a)
+		// The statement for the request sent later wins: a sliding
+		// window's remaining may grow as its estimate decays. When the
+		// order is unknown, or the answer is for an older request that
+		// arrived late, the lower remaining wins. Resets stated as
+		// delays have no window to tell a fixed one by (windowend.go
+		// does, for instants), so a remaining that grows marks a
+		// sliding window even for requests in flight together.
+		if sent != math.MinInt64 && sent >= q.sent {
+			if s.Remaining > q.raw && q.raw >= 0 {
+				q.sliding = true
+			}
+			q.left, q.sent, q.raw, q.heardAt = left, sent, s.Remaining, now
+		} else {
+			q.left = min(q.left, left)
+		}
 		q.reset = min(q.reset, reset)
 		q.precision = min(q.precision, precision)
 	case reset > q.reset:

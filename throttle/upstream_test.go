@@ -77,13 +77,13 @@ func TestUpstreamBooksWhatIsStated(t *testing.T) {
 			wantDelays: ms(0, 400),
 		},
 		{
-			name: "the same window, requests in flight together: the lower remaining wins, whatever the order",
+			name: "the same window: the answer to the request sent later wins",
 			giveStated: []throttle.Outcome{
 				{Latency: 50 * time.Millisecond, Statements: []throttle.Statement{requests(10, 1, 400*time.Millisecond, time.Second)}},
 				{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(10, 3, 400*time.Millisecond, time.Second)}},
 			},
-			giveN:      3,
-			wantDelays: ms(0, 400, 500),
+			giveN:      4,
+			wantDelays: ms(0, 0, 0, 400),
 		},
 		{
 			name: "an answer for a request sent earlier that arrives late loses",

@@ -67,8 +67,13 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 				q.window = gap
 			}
 			prev = q.stamp
-			if next := gap-q.window < p/2; next && s.Remaining >= 0 && q.raw >= 0 && q.limit > 0 && s.Remaining-q.raw >= q.limit/2 {
-				q.fixed = true // it came back at the boundary: a fixed window, not a sliding counter
+			if next := gap-q.window < p/2; next && s.Remaining >= 0 && q.raw >= 0 && q.limit > 0 {
+				switch {
+				case s.Remaining-q.raw >= q.limit/2:
+					q.fixed = true // it came back at the boundary: a fixed window
+				case q.raw <= q.limit/2 && !q.fixed:
+					q.sliding = true // a window well used did not come back: a sliding counter
+				}
 			}
 		}
 		if q.stamp == math.MinInt64 || q.precision != p {
@@ -136,6 +141,12 @@ func (q *statedQuota) probeGap() int64 {
 	}
 	return max(w/20, int64(5*time.Millisecond))
 }
+
+// A phased quota is told fixed or sliding at its boundaries: what is left
+// comes back at a fixed window's boundary, and does not at a sliding
+// counter's, whose count of the window before carries over. A remaining
+// that grows within a window, for a request sent after the answer that
+// set it arrived, also marks it sliding (see merge).
 
 // probe returns the slot at or after from for this window's probe, when
 // q holds nothing more before its reset and one is due: q is a fixed

@@ -110,3 +110,18 @@ func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
 	assert.Equal(t, ms(500, 1000, 1500), delays(t, p.u, 3),
 		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave")
 }
+
+// A sliding counter's count of the window before carries over its
+// boundary: a window well used that does not come back marks the quota
+// sliding, and it is paced at its limit per window, not held to the reset
+// nor probed.
+func TestUpstreamTellsASlidingCounterAtItsBoundary(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	for i := range 10 { // the whole window is ours
+		at := time.Duration(100+10*i) * time.Millisecond
+		p.answer(at, at-5*time.Millisecond, 1, 9-i, false)
+	}
+	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 1, false) // 1 left after the boundary: not back
+	p.answer(1310*time.Millisecond, 1306*time.Millisecond, 2, 0, false)
+	assert.Equal(t, ms(690, 790), delays(t, p.u, 2), "at 10 per second from where the first window's bookings ended (2 s), no probe")
+}
