@@ -51,6 +51,12 @@ func TestTransportBooksStatedQuota(t *testing.T) {
 			wantGaps:   []time.Duration{time.Second, time.Second},
 		},
 		{
+			name:       "an HTTP-date reset: held until the latest the window can end",
+			giveOpts:   retryOnly,
+			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "Sat, 01 Jan 2000 00:00:10 GMT"}, // synctest's clock starts at 00:00:00
+			wantGaps:   []time.Duration{11 * time.Second, 5 * time.Second},                                                                     // then 2 per 10 s, the longest reset seen
+		},
+		{
 			name:       "token quotas are not booked",
 			giveOpts:   retryOnly,
 			giveHeader: []string{"X-RateLimit-Remaining-Tokens", "0", "X-RateLimit-Reset-Tokens", "30s"},

@@ -552,7 +552,7 @@ func (c *call) statements(resp *http.Response, now time.Time) []throttle.Stateme
 	}
 	ss := make([]throttle.Statement, len(qs))
 	for i, q := range qs {
-		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute, Refills: q.Refills}
+		s := throttle.Statement{Name: q.Name, Unit: unitOf(q.Name), Limit: q.Limit, Remaining: q.Remaining, Reset: q.Reset, Window: q.Window, Absolute: q.Absolute, Refills: q.Refills, ResetAt: q.ResetAt, Precision: q.Precision}
 		clamped, fields := s.Clamp(c.t.maxPause())
 		if f := c.t.observer.Clamped; f != nil && len(fields) > 0 {
 			f(ClampInfo{Key: c.key, StatusCode: resp.StatusCode, Stated: s, Used: clamped, Fields: fields})

@@ -1,6 +1,7 @@
 package retryafter
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -156,13 +157,18 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 	for v := range f.members(d.resetAfter) {
 		if n, ok := parseDecimal(v); ok {
 			r.setReset(n.scaled(time.Second))
+			r.Precision = max(r.Precision, precisionOf(v))
 		}
 	}
 	if !r.hasReset {
 		for v := range f.members(d.reset) {
 			if t, ok := d.resetUnit.parse(v, ref); ok {
 				r.setReset(t)
-				r.Absolute = r.Absolute || d.resetUnit.absolute(v)
+				r.Precision = max(r.Precision, d.resetUnit.precision(v))
+				if at, ok := d.resetUnit.instant(v); ok {
+					r.Absolute = true
+					r.at = later(r.at, at)
+				}
 			}
 		}
 	}
@@ -173,6 +179,10 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 				if t, ok := parseReset(v, ref); ok {
 					r.setReset(t)
 					r.Absolute = true
+					r.Precision = max(r.Precision, time.Second)
+					if at, ok := httpDate(v); ok {
+						r.at = later(r.at, at)
+					}
 				}
 			}
 		}
@@ -218,17 +228,95 @@ func firstByte(v string) byte {
 	return v[0]
 }
 
-// absolute reports whether the reset value v, already parsed, names an
-// instant rather than a delay.
-func (u unit) absolute(v string) bool {
+// instant returns the instant the reset value v, already parsed, names,
+// or false when it is a delay.
+func (u unit) instant(v string) (time.Time, bool) {
 	switch u {
 	case goDuration:
-		return false
+		return time.Time{}, false
 	case rfc3339:
-		return true
+		t, err := time.Parse(time.RFC3339, v)
+		return t, err == nil
 	}
 	d, ok := parseDecimal(v)
-	return !ok || d.whole >= epochThreshold // not a number: an HTTP-date
+	if !ok {
+		return httpDate(v) // not a number: an HTTP-date
+	}
+	return d.epoch(), d.whole >= epochThreshold
+}
+
+// httpDate parses an HTTP-date, or the RFC 1123 date with zone "UTC" that
+// go-limiter sends.
+func httpDate(v string) (time.Time, bool) {
+	if len(v) > MaxValueLen {
+		return time.Time{}, false
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		t, err = time.Parse(time.RFC1123, v)
+	}
+	return t, err == nil
+}
+
+// later returns the later of a and b, a zero time counting as earliest.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// precision returns how finely the reset value v, already parsed, is
+// stated (see [Quota.Precision]).
+func (u unit) precision(v string) time.Duration {
+	switch u {
+	case goDuration:
+		if _, ok := parseDecimal(v); ok {
+			return precisionOf(v)
+		}
+		switch {
+		case strings.HasSuffix(v, "ns"):
+			return time.Nanosecond
+		case strings.HasSuffix(v, "us"), strings.HasSuffix(v, "µs"):
+			return time.Microsecond
+		case strings.HasSuffix(v, "ms"), strings.Contains(v, "."):
+			return time.Millisecond
+		}
+		return time.Second
+	case rfc3339:
+		if _, frac, ok := strings.Cut(v, "."); ok {
+			return precisionOf("0." + digitsOf(frac))
+		}
+		return time.Second
+	}
+	if _, ok := parseDecimal(v); ok {
+		return precisionOf(v)
+	}
+	return time.Second // an HTTP-date
+}
+
+// digitsOf returns the leading digits of s.
+func digitsOf(s string) string {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return s[:i]
+}
+
+// precisionOf returns the precision of the decimal v: a second for a whole
+// number, a tenth of one for one digit after the dot, and so on, down to a
+// nanosecond.
+func precisionOf(v string) time.Duration {
+	_, frac, ok := strings.Cut(v, ".")
+	p := time.Second
+	for range min(len(frac), 9) {
+		p /= 10
+	}
+	if !ok {
+		return time.Second
+	}
+	return p
 }
 
 // readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.

@@ -54,6 +54,9 @@ func FuzzParse(f *testing.F) {
 			assert.GreaterOrEqual(t, q.Window, time.Duration(0))
 			assert.GreaterOrEqual(t, q.Limit, retryafter.Unknown)
 			assert.GreaterOrEqual(t, q.Remaining, retryafter.Unknown)
+			assert.GreaterOrEqual(t, q.Precision, time.Duration(0))
+			assert.LessOrEqual(t, q.Precision, time.Second)
+			assert.Equal(t, q.Precision == 0, q.ResetAt.IsZero(), "a reset has both an instant and a precision, or neither")
 		}
 
 		resp := &http.Response{StatusCode: status, Header: h}
@@ -80,6 +83,9 @@ func FuzzParseQuota(f *testing.F) {
 			assert.LessOrEqual(t, q.Reset, retryafter.MaxDelayValue)
 			assert.GreaterOrEqual(t, q.Limit, retryafter.Unknown)
 			assert.GreaterOrEqual(t, q.Remaining, retryafter.Unknown)
+			assert.GreaterOrEqual(t, q.Precision, time.Duration(0))
+			assert.LessOrEqual(t, q.Precision, time.Second)
+			assert.Equal(t, q.Precision == 0, q.ResetAt.IsZero(), "a reset has both an instant and a precision, or neither")
 		}
 	})
 }

@@ -44,6 +44,23 @@ type Quota struct {
 	// that it refills continuously meanwhile (a token bucket), not all at
 	// once at a window boundary: OpenAI's and Anthropic's quotas.
 	Refills bool
+
+	// ResetAt is the reset as an instant on the client's clock, or the
+	// zero time when no reset was stated. An absolute reset (an epoch, an
+	// HTTP-date, an RFC 3339 time) is rounded to the safe side: servers
+	// truncate it to its Precision, so the quota returns at or before
+	// ResetAt and after ResetAt − Precision. It is converted with the
+	// response's Date only when the skew between the clocks is larger
+	// than Date's own precision of a second can hide: a Date truncated to
+	// the second would otherwise make the reset up to a second early or
+	// late. A delay is counted from now, unrounded.
+	ResetAt time.Time
+
+	// Precision is how finely the reset was stated: a second for whole
+	// seconds (an integer epoch or delay, an HTTP-date), less for a
+	// fraction (a millisecond for "1.5" or "1470173023.123"). It is 0 when
+	// no reset was stated.
+	Precision time.Duration
 }
 
 // ParseQuota returns every quota that h describes, in a fixed order: IETF
@@ -87,6 +104,7 @@ type reading struct {
 	Quota
 	family   family
 	hasReset bool
+	at       time.Time // the absolute reset as stated, on the server's clock, or zero
 }
 
 // newReading returns a reading that knows nothing yet.
@@ -142,8 +160,51 @@ func (f fields) appendQuotas(dst []reading, now time.Time) []reading {
 	if !f.has(presentQuota) || f.cached() {
 		return dst
 	}
+	start := len(dst)
 	dst = f.appendIETF(dst)
-	return f.appendDialects(dst, f.reference(now))
+	dst = f.appendDialects(dst, f.reference(now))
+	skew := f.skew(now)
+	for i := range dst[start:] {
+		dst[start+i].setResetAt(now, skew)
+	}
+	return dst
+}
+
+// setResetAt sets ResetAt from what was read: an absolute reset rounded up
+// by its precision and moved by skew (the client's clock less the
+// server's), or a delay from now.
+func (r *reading) setResetAt(now time.Time, skew time.Duration) {
+	if !r.hasReset {
+		return
+	}
+	if r.Precision == 0 { // a delay read elsewhere (IETF t): whole seconds
+		r.Precision = time.Second
+	}
+	switch {
+	case !r.at.IsZero():
+		r.ResetAt = r.at.Add(r.Precision + skew)
+	default:
+		r.ResetAt = now.Add(r.Reset)
+	}
+}
+
+// skew returns how far the client's clock (now, when the response
+// arrived) is ahead of the server's, as far as the response's Date can
+// tell: the server sent it at or after Date and less than a second
+// later, and it took some time to arrive. A skew within that (Date ≤ now
+// < Date + 2s, a second of transit allowed) cannot be measured and is 0;
+// beyond it, the smallest skew that explains Date.
+func (f fields) skew(now time.Time) time.Duration {
+	date := f.reference(time.Time{})
+	switch {
+	case date.IsZero():
+		return 0
+	case now.Before(date):
+		return now.Sub(date)
+	case now.Sub(date) >= 2*time.Second:
+		return now.Sub(date) - 2*time.Second
+	}
+	return 0
 }
 
 // resetWait returns the longest reset among the exhausted quotas of family

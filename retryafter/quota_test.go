@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/egress-go/egress/retryafter"
 )
@@ -149,7 +150,98 @@ func parseQuotaTests() []parseQuotaTest {
 func TestParseQuota(t *testing.T) {
 	for _, tt := range parseQuotaTests() {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryafter.ParseQuota(tt.giveH, tt.giveNow))
+			assert.Equal(t, tt.want, withoutResetAt(retryafter.ParseQuota(tt.giveH, tt.giveNow)))
+		})
+	}
+}
+
+// withoutResetAt returns qs with ResetAt and Precision cleared, which
+// TestParseQuotaResetAt checks.
+func withoutResetAt(qs []retryafter.Quota) []retryafter.Quota {
+	for i := range qs {
+		qs[i].ResetAt, qs[i].Precision = time.Time{}, 0
+	}
+	return qs
+}
+
+func TestParseQuotaResetAt(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		return tm
+	}
+	tests := []struct {
+		name          string
+		giveH         http.Header
+		giveNow       time.Time
+		wantResetAt   time.Time
+		wantPrecision time.Duration
+	}{
+		{
+			name:          "an epoch to the second is rounded up by a second",
+			giveH:         header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1372700873"),
+			giveNow:       serverNow,
+			wantResetAt:   at("2013-07-01T17:47:54Z"),
+			wantPrecision: time.Second,
+		},
+		{
+			name: "a Date truncated to the second does not move it: the skew is below what it can show",
+			giveH: header("Date", serverDate, "X-RateLimit-Remaining", "0",
+				"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"),
+			giveNow:       serverNow.Add(900 * time.Millisecond),
+			wantResetAt:   at("2013-07-01T17:27:09Z"),
+			wantPrecision: time.Second,
+		},
+		{
+			name: "a client 10 s ahead: the skew Date shows (less its 2 s of doubt) moves it",
+			giveH: header("Date", serverDate, "X-RateLimit-Remaining", "0",
+				"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"),
+			giveNow:       serverNow.Add(10 * time.Second),
+			wantResetAt:   at("2013-07-01T17:27:17Z"),
+			wantPrecision: time.Second,
+		},
+		{
+			name:          "a client 5 s behind",
+			giveH:         header("Date", serverDate, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1372699630"),
+			giveNow:       serverNow.Add(-5 * time.Second),
+			wantResetAt:   at("2013-07-01T17:27:06Z"),
+			wantPrecision: time.Second,
+		},
+		{
+			name:          "a fractional epoch is as precise as its digits",
+			giveH:         header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1372699630.125"),
+			giveNow:       serverNow,
+			wantResetAt:   at("2013-07-01T17:27:10.126Z"),
+			wantPrecision: time.Millisecond,
+		},
+		{
+			name:          "a delay counts from now, unrounded",
+			giveH:         header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "3"),
+			giveNow:       serverNow,
+			wantResetAt:   serverNow.Add(3 * time.Second),
+			wantPrecision: time.Second,
+		},
+		{
+			name:          "a Go duration in milliseconds",
+			giveH:         header("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "120ms"),
+			giveNow:       serverNow,
+			wantResetAt:   serverNow.Add(120 * time.Millisecond),
+			wantPrecision: time.Millisecond,
+		},
+		{
+			name:          "RFC 3339 with a fraction",
+			giveH:         header("anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2013-07-01T17:27:10.5Z"),
+			giveNow:       serverNow,
+			wantResetAt:   at("2013-07-01T17:27:10.6Z"),
+			wantPrecision: 100 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			qs := retryafter.ParseQuota(tt.giveH, tt.giveNow)
+			require.Len(t, qs, 1)
+			assert.True(t, tt.wantResetAt.Equal(qs[0].ResetAt), "ResetAt %v, want %v", qs[0].ResetAt, tt.wantResetAt)
+			assert.Equal(t, tt.wantPrecision, qs[0].Precision)
 		})
 	}
 }
@@ -158,8 +250,8 @@ func TestParseQuota(t *testing.T) {
 func TestParseQuotaHTTPDateReset(t *testing.T) {
 	got := retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
 		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"), serverNow)
-	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got)
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, withoutResetAt(got))
 	got = retryafter.ParseQuota(header("Date", serverDate, "X-RateLimit-Limit", "48", "X-RateLimit-Remaining", "0",
 		"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 UTC"), serverNow)
-	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, got, "time.RFC1123 in UTC")
+	assert.Equal(t, []retryafter.Quota{{Name: "x-ratelimit", Limit: 48, Remaining: 0, Reset: 2 * time.Second, Absolute: true}}, withoutResetAt(got), "time.RFC1123 in UTC")
 }

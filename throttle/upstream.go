@@ -18,36 +18,41 @@ const UnitRequests = "requests"
 
 // Statement is what an upstream said about one of its quotas in one
 // response: how large the quota is, how much of it is left, and when it
-// returns. A Transport reads it from the response's headers
-// (retryafter.ParseQuota) and hands it to a [Learner] inside an
-// [Outcome].
+// returns. A Transport copies it from the response's headers, one
+// retryafter.Quota each (retryafter.ParseQuota), whose fields document
+// the dialects; and hands it to a [Learner] inside an [Outcome]. This
+// package cannot import retryafter, so only what the record adds is
+// said here.
 type Statement struct {
-	// Name tells the quotas of one key apart ("requests", "tokens", an
-	// IETF policy id).
+	// Name tells the quotas of one key apart (Quota.Name).
 	Name string
 	// Unit is what the quota counts: [UnitRequests], or another unit
 	// ("tokens", "input-tokens") that only [Upstream.ReserveUnits] books.
 	Unit string
-	// Limit is the quota's size per window, or -1 when not stated.
+	// Limit is Quota.Limit: the size per window, or -1.
 	Limit int
-	// Remaining is how much is left before Reset, or -1 when not stated.
+	// Remaining is Quota.Remaining: what is left before Reset, or -1.
 	Remaining int
-	// Reset is how long after the response arrived the quota returns, 0
-	// when not stated or already due. It should already be corrected for
-	// clock skew (through the response's Date header).
+	// Reset is Quota.Reset: how long after the response arrived the quota
+	// returns, or 0.
 	Reset time.Duration
-	// Window is the quota's window when the upstream states it (the IETF
-	// policy's w), or 0.
+	// Window is Quota.Window: the stated window (IETF w), or 0.
 	Window time.Duration
-	// Absolute reports that the reset was stated as an instant (a Unix
-	// time, an HTTP-date), as limiters with fixed window boundaries state
-	// it, rather than as a delay.
+	// Absolute is Quota.Absolute: the reset was stated as an instant, as
+	// limiters with fixed window boundaries state it.
 	Absolute bool
-	// Refills reports that Reset is when the quota is full again and that
-	// it refills continuously until then, as a token bucket (OpenAI's and
-	// Anthropic's quotas): "R left now, L more per period", not "R before
-	// a window boundary".
+	// Refills is Quota.Refills: the quota refills continuously until
+	// Reset, as a token bucket ("R left now, L more per period"), rather
+	// than at a window boundary.
 	Refills bool
+	// ResetAt and Precision are Quota's: the reset as an instant on the
+	// wall clock, at or after the true one, and how finely it was stated.
+	// When both are set on an Absolute statement, its window is named by
+	// ResetAt − Precision and its true end learned from the answers (see
+	// [Upstream]); the record compares ResetAt with its own clock
+	// ([WithClock]). The zero values leave Reset in charge.
+	ResetAt   time.Time
+	Precision time.Duration
 }
 
 // Limits on what a Statement may say; beyond them a value is absurd.
@@ -149,7 +154,8 @@ type Learner interface {
 // may grow as its estimate decays); when the order is unknown, or the
 // answer is for an older request that arrived late, the lower remaining
 // wins; and the earlier reset wins, since a reset computed from a
-// whole-second Date is late by up to a second. A reset later than that
+// whole-second Date is late by up to a second. (For resets stated as
+// instants, see below: requests in flight together count as unordered.) A reset later than that
 // starts a new window and replaces the old; an earlier one is stale and
 // ignored. A remaining that grows within a window, for a request sent
 // later, marks the quota as a sliding window, which refills before its
@@ -164,6 +170,23 @@ type Learner interface {
 // statement corrects it. Resets stated as delays may come from a GCRA
 // upstream, whose "limit" is a burst and whose "reset" is the time to
 // refill it: there the configured limiter paces after T.
+//
+// A reset stated as an instant cut to a coarse precision (an epoch
+// second, an HTTP-date: [Statement.ResetAt] and [Statement.Precision])
+// may be up to that precision early. The record names each window by
+// its stated reset S, holds what is left until the latest the window can
+// end, and narrows that down from the answers: one stating S was handled
+// before the window ended and after its request was sent; the first
+// answer stating a later window came after it ended. When what is left
+// runs out while the end is known to within more than a twentieth of the
+// window, one request a window goes at the middle of the bounds (a
+// probe), once the quota is known to be a fixed window (what is left came
+// back at a boundary; a sliding counter's does not). What the upstream
+// says was spent in such a window beyond what this client had admitted is
+// another client's: its pace is kept out of what is left before the
+// reset and out of the pace after it (others.go). Answers to requests in
+// flight together may have been handled in either order: of their
+// statements for one window the lower remaining wins.
 //
 // A quota that refills continuously ([Statement.Refills]: OpenAI's and
 // Anthropic's, whose reset is when the quota is full again) is a token
@@ -292,6 +315,12 @@ type statedQuota struct {
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
+	heardAt   int64 // when the answer that set left arrived
+	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
+	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
+	probed    int64 // the stamp of the window a probe was booked in
+	fixed     bool  // what was left came back at a window boundary: a fixed window
+	others    otherClients
 	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64 // when the statement stops holding anything back
 }
@@ -361,36 +390,42 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		if len(o.Statements) == 0 {
-			return nil
-		}
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return err
-		}
+	if u.keys[key] == nil && len(o.Statements) == 0 {
+		return nil
+	}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return err
 	}
 	k.answer(o.N)
 	k.answered = now
-	sent := int64(math.MinInt64) // unknown
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1)}
 	if o.Latency > 0 {
-		sent = now - int64(o.Latency)
+		a.sent = now - int64(o.Latency)
 	}
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(u.maxHold))
-		if k.record(s, now, sent, u.maxHold) {
+		if k.record(s, a, u.maxHold) {
 			u.heard.Store(true)
 		}
 	}
 	return nil
 }
 
-// record merges the statement s, arrived at now for a request sent at
-// sent (MinInt64 when unknown), into k, and reports whether it said
-// anything. Statements that say nothing about what is left change
-// nothing.
-func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
+// arrival is one answer as the record sees it.
+type arrival struct {
+	now  int64     // when it arrived, on the record's clock
+	sent int64     // when its request was sent, or MinInt64 when unknown
+	wall time.Time // now, on the wall clock: what Statement.ResetAt is compared with
+	ok   bool      // the upstream admitted the request
+	n    int       // the units it took when admitted
+}
+
+// record merges the statement s, arrived as a says, into k, and reports
+// whether it said anything. Statements that say nothing about what is
+// left change nothing.
+func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
+	now, sent := a.now, a.sent
 	if s.Remaining < 0 && s.Limit < 0 {
 		return false
 	}
@@ -400,7 +435,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
@@ -423,6 +458,10 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
+	if stamp, p, ok := phased(s, a, maxHold); ok {
+		return k.recordPhased(q, s, a, stamp, p, maxHold)
+	}
+	q.stamp = math.MinInt64
 	left := math.MaxInt
 	if s.Remaining >= 0 {
 		left = s.Remaining - k.before(unit, reset)
@@ -435,11 +474,18 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 		// decays. When the order is unknown, or the answer is for an
 		// older request that arrived late, the lower remaining wins.
 		// The earlier reset wins: each is late by up to its precision.
+		// The statement for the request sent later wins: a sliding
+		// window's remaining may grow as its estimate decays. When the
+		// order is unknown, or the answer is for an older request that
+		// arrived late, the lower remaining wins. Resets stated as
+		// delays have no window to tell a fixed one by (windowend.go
+		// does, for instants), so a remaining that grows marks a
+		// sliding window even for requests in flight together.
 		if sent != math.MinInt64 && sent >= q.sent {
 			if s.Remaining > q.raw && q.raw >= 0 {
-				q.sliding = true // a fixed window's remaining never grows
+				q.sliding = true
 			}
-			q.left, q.sent, q.raw = left, sent, s.Remaining
+			q.left, q.sent, q.raw, q.heardAt = left, sent, s.Remaining, now
 		} else {
 			q.left = min(q.left, left)
 		}
@@ -453,7 +499,7 @@ func (k *statedKey) record(s Statement, now, sent, maxHold int64) bool {
 				q.window = w
 			}
 		}
-		q.reset, q.left, q.precision, q.sent, q.raw = reset, left, precision, sent, s.Remaining
+		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, precision, sent, s.Remaining, now
 	default:
 		return true // stale: a window that has already reset
 	}
@@ -564,7 +610,8 @@ func (q *statedQuota) spacing() int64 {
 	default:
 		w = max(q.longest, int64(time.Millisecond))
 	}
-	return (w + int64(q.limit) - 1) / int64(q.limit)
+	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
+	return (w + l - 1) / l
 }
 
 // earliest returns the first slot at or after from at which q admits n
@@ -582,6 +629,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 	if from < q.reset {
 		if q.left >= n {
 			return from
+		}
+		if slot, ok := q.probe(from); ok {
+			return slot
 		}
 		switch {
 		case !q.sliding:
@@ -616,6 +666,8 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
+	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
+		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
 	case q.spacing() > 0:
 		p.tatBefore = q.tat
 		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
@@ -630,6 +682,7 @@ type statedPart struct {
 	reset               int64 // the window it was booked in
 	n                   int
 	before              bool  // taken from what was left before reset
+	probe               int64 // the window it probed (windowend.go), or 0
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
 }
 
@@ -638,12 +691,23 @@ type statedPart struct {
 // after p.
 func (q *statedQuota) give(p statedPart) {
 	switch {
+	case p.probe != 0 && q.probed == p.probe:
+		q.probed = math.MinInt64
 	case q.reset != p.reset:
 	case p.before:
 		q.left += p.n
 	case p.tatAfter != 0 && q.tat == p.tatAfter:
 		q.tat = p.tatBefore
 	}
+}
+
+// lookup returns key's record, creating it if there is none. u.mu is
+// held.
+func (u *Upstream) lookup(key string, now int64) (*statedKey, error) {
+	if k := u.keys[key]; k != nil {
+		return k, nil
+	}
+	return u.add(key, now)
 }
 
 // add creates key's record, dropping fresh records when full. u.mu is
@@ -714,12 +778,9 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return nil, err
-		}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return nil, err
 	}
 	if k.inflight > 0 && now-k.answered >= u.maxHold {
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
@@ -820,12 +881,9 @@ func (u *Upstream) Pause(ctx context.Context, key string, d time.Duration) error
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.clock()
-	k := u.keys[key]
-	if k == nil {
-		var err error
-		if k, err = u.add(key, now); err != nil {
-			return err
-		}
+	k, err := u.lookup(key, now)
+	if err != nil {
+		return err
 	}
 	k.pause(now, min(int64(d), u.maxHold))
 	u.heard.Store(true)

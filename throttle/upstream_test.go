@@ -298,7 +298,8 @@ func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Millisecond, Statements: []throttle.Statement{requests(4, 2, 500*time.Millisecond, time.Second)}}))
 	require.Equal(t, ms(0, 0, 500, 750, 1000), delays(t, u, 5))
 
-	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Microsecond, Statements: []throttle.Statement{requests(4, 4, 500*time.Millisecond, time.Second)}}))
+	clk.Advance(time.Millisecond) // sent after the first answer arrived: it wins
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Microsecond, Statements: []throttle.Statement{requests(4, 4, 499*time.Millisecond, time.Second)}}))
 	got := u.Stated("k")
 	require.Len(t, got, 1)
 	assert.Equal(t, 2, got[0].Remaining, "4 left, less the 2 in flight before the reset; the 3 after it do not count")
@@ -327,14 +328,15 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
 	require.NoError(t, err)
 	ctx := context.Background()
-	learn := func(remaining int, latency time.Duration) {
+	learn := func(remaining int, reset time.Duration) {
 		t.Helper()
-		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(10, remaining, 900*time.Millisecond, time.Second)}}))
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(10, remaining, reset, time.Second)}}))
 	}
-	learn(0, 20*time.Millisecond)
+	learn(0, 900*time.Millisecond)
 	assert.Equal(t, ms(900), delays(t, u, 1), "a fixed window, as far as anyone knows: wait for the reset")
-	learn(1, 10*time.Millisecond) // sent later, and more is left: it refills
-	assert.Equal(t, ms(0, 1000, 1100), delays(t, u, 3), "the one left now, then 10 per second")
+	clk.Advance(20 * time.Millisecond)
+	learn(1, 880*time.Millisecond) // sent after the first answer arrived, and more is left: it refills
+	assert.Equal(t, ms(0, 980, 1080), delays(t, u, 3), "the one left now, then 10 per second")
 }
 
 // A quota that refills before its reset with no window to pace at (a
@@ -345,13 +347,14 @@ func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
 	require.NoError(t, err)
 	ctx := context.Background()
-	learn := func(remaining int, latency time.Duration) {
+	learn := func(remaining int) {
 		t.Helper()
-		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: latency, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
 	}
-	learn(0, 20*time.Millisecond)
+	learn(0)
 	assert.Equal(t, ms(1000), delays(t, u, 1))
-	learn(1, 10*time.Millisecond)
+	clk.Advance(20 * time.Millisecond) // the next request is sent after this answer
+	learn(1)
 	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
 }
 

@@ -1,0 +1,186 @@
+package throttle
+
+import (
+	"math"
+	"time"
+)
+
+// This file learns where a window truly ends when the upstream states its
+// reset as an instant cut to a coarse precision: an epoch second
+// (go-chi/httprate, GitHub) or an HTTP-date (sethvargo/go-limiter). The
+// stated reset S says the window ends at or after S and before S plus the
+// precision, a second early at worst. Released at S, requests meet a
+// window that has not yet ended; released at S plus the precision, up to
+// a second of every window is lost. The answers narrow it down:
+//
+//   - an answer stating S was handled before the window ended, and after
+//     its request was sent: the end is after that send;
+//   - an answer stating S was handled after the window before S ended,
+//     which was one window W earlier, and before it arrived: the end is at
+//     or before its arrival plus W; and the first answer from a new window
+//     says the window stated until then had ended when it arrived.
+//
+// The window's end less S (its phase) is the same for every window when
+// windows are whole multiples of the precision, so the bounds carry from
+// one window to the next. When what is left runs out before the bound's
+// far end, one request per window is let through at the middle of the
+// bounds, a probe: answered in the new window, it lowers the far end;
+// refused in the old, it raises the near one. Each probe halves the doubt,
+// until it is below [probeGap].
+
+// minPhased is the coarsest precision for which learning the end pays: a
+// finer one costs less than the learning would.
+const minPhased = 10 * time.Millisecond
+
+// phased returns the name of the window s states (its ResetAt less its
+// Precision: the reset as stated, on the record's clock) and the
+// precision, when s is a statement whose end is worth learning: an
+// absolute reset stated to minPhased or coarser, within the max hold.
+func phased(s Statement, a arrival, maxHold int64) (stamp, p int64, ok bool) {
+	if !s.Absolute || s.ResetAt.IsZero() || s.Precision < minPhased || a.wall.IsZero() {
+		return 0, 0, false
+	}
+	d := s.ResetAt.Sub(a.wall)
+	if int64(d) > maxHold || d < -time.Minute {
+		return 0, 0, false // absurd, or far off: the clamped Reset decides
+	}
+	p = int64(s.Precision)
+	return a.now + int64(d) - p, p, true
+}
+
+// recordPhased merges s, which states the window stamp of precision p,
+// into q. The reset it books to is stamp + q.hi: the latest the window can
+// end, as far as the answers tell.
+func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, p, maxHold int64) bool {
+	fresh := q.stamp == math.MinInt64 || stamp >= q.stamp+p/2
+	if !fresh && stamp <= q.stamp-p/2 {
+		return true // stale: a window that has already ended
+	}
+	prev := int64(math.MinInt64)
+	if fresh {
+		gap := int64(0)
+		if q.stamp != math.MinInt64 {
+			// Stamps are cut to p on the server's clock: their gaps are
+			// whole multiples of it, less the jitter of the clocks.
+			gap = max((stamp-q.stamp+p/2)/p*p, p)
+			if !q.stated && (q.window == 0 || gap < q.window) {
+				q.window = gap
+			}
+			prev = q.stamp
+			if next := gap-q.window < p/2; next && s.Remaining >= 0 && q.raw >= 0 && q.limit > 0 {
+				switch {
+				case s.Remaining-q.raw >= q.limit/2:
+					q.fixed = true // it came back at the boundary: a fixed window
+				case q.raw <= q.limit/2 && !q.fixed:
+					q.sliding = true // a window well used did not come back: a sliding counter
+				}
+			}
+		}
+		if q.stamp == math.MinInt64 || q.precision != p {
+			q.lo, q.hi = 0, p
+		}
+		q.others.roll(q.window > 0 && gap-q.window < p/2)
+		q.stamp = stamp
+	}
+	q.bound(a, stamp, prev, p)
+	reset := stamp + q.hi
+	q.others.observe(q, s, a)
+	left := math.MaxInt
+	if s.Remaining >= 0 {
+		left = s.Remaining - k.before(q.unit, reset) - q.others.until(reset-a.now)
+	}
+	if fresh {
+		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, p, a.sent, s.Remaining, a.now
+	} else {
+		q.merge(left, s.Remaining, a)
+		if q.tat == q.reset {
+			q.tat = reset
+		}
+		q.reset = reset
+	}
+	if !q.sliding {
+		q.tat = max(q.tat, q.reset)
+	}
+	q.expires = a.now + maxHold
+	return true
+}
+
+// bound narrows q's bounds on where the window stamp ends with the answer
+// a, stated for it; prev is the window stated before, when a is the first
+// answer from a new one, or MinInt64. Bounds that contradict each other
+// (a server that rounds instead of truncating, a window that is no
+// multiple of the precision) start over from what the answer alone says.
+func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
+	lo, hi := q.lo, q.hi
+	if a.sent != math.MinInt64 {
+		lo = max(lo, a.sent-stamp)
+	}
+	if q.window > 0 {
+		hi = min(hi, a.now-stamp+q.window)
+	}
+	if prev != math.MinInt64 {
+		hi = min(hi, a.now-prev)
+	}
+	if lo >= hi {
+		lo, hi = 0, p
+		if a.sent != math.MinInt64 {
+			lo = min(max(a.sent-stamp, 0), p-1)
+		}
+	}
+	q.lo, q.hi = lo, hi
+}
+
+// probeGap returns the doubt about q's window end below which no probe is
+// sent: a twentieth of the window (of the precision until the window is
+// known), and at least 5 ms. A probe that meets the old window costs one
+// refusal; doubt costs up to its length of every window.
+func (q *statedQuota) probeGap() int64 {
+	w := q.window
+	if w <= 0 {
+		w = q.precision
+	}
+	return max(w/20, int64(5*time.Millisecond))
+}
+
+// A phased quota is told fixed or sliding at its boundaries: what is left
+// comes back at a fixed window's boundary, and does not at a sliding
+// counter's, whose count of the window before carries over. A remaining
+// that grows within a window, for a request sent after the answer that
+// set it arrived, also marks it sliding (see merge).
+
+// probe returns the slot at or after from for this window's probe, when
+// q holds nothing more before its reset and one is due: q is a fixed
+// window (what is left came back at a boundary: a probe into a sliding
+// counter's next window would meet the previous window's count), its end
+// is known to within more than probeGap, and no probe was booked in this
+// window.
+func (q *statedQuota) probe(from int64) (int64, bool) {
+	if q.stamp == math.MinInt64 || !q.fixed || q.sliding || q.probed == q.stamp || q.hi-q.lo <= q.probeGap() {
+		return 0, false
+	}
+	slot := max(from, q.stamp+q.lo+(q.hi-q.lo)/2)
+	return slot, slot < q.reset
+}
+
+// merge takes left and raw, a statement of the window q holds, arrived
+// as a says. An answer to a request sent after the answer that set q's
+// figures arrived saw everything that one saw, so it wins, and a
+// remaining that grew marks a sliding window (a fixed window's never
+// grows). Answers to requests in flight together may have been handled
+// in either order: the lower remaining wins.
+func (q *statedQuota) merge(left, raw int, a arrival) {
+	if a.sent != math.MinInt64 && a.sent >= q.sent && a.sent >= q.heardAt {
+		if raw > q.raw && q.raw >= 0 {
+			q.sliding = true
+		}
+		q.left, q.sent, q.raw, q.heardAt = left, a.sent, raw, a.now
+		return
+	}
+	if left < q.left {
+		q.left, q.raw = left, raw
+	}
+	if a.sent != math.MinInt64 {
+		q.sent = max(q.sent, a.sent)
+	}
+	q.heardAt = max(q.heardAt, a.now)
+}

@@ -1,0 +1,127 @@
+package throttle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// phasedWindows drives an Upstream with answers from a fixed window of
+// limit per second whose resets are stated to the second: the window
+// named base+k s truly ends 300 ms later.
+type phasedWindows struct {
+	t     *testing.T
+	clk   *manualClock
+	u     *throttle.Upstream
+	base  time.Time
+	limit int
+}
+
+func newPhasedWindows(t *testing.T, limit int) *phasedWindows {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	return &phasedWindows{t: t, clk: clk, u: u, base: clk.Now(), limit: limit}
+}
+
+// answer learns, at at from the start, the answer to a request sent at
+// sent, stating remaining in the window named stamp (seconds from the
+// start); refused answers are 429s.
+func (p *phasedWindows) answer(at, sent time.Duration, stamp int, remaining int, refused bool) {
+	p.t.Helper()
+	p.clk.Set(p.base.Add(at))
+	resetAt := p.base.Add(time.Duration(stamp) * time.Second)
+	s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: p.limit, Remaining: remaining,
+		Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+	require.NoError(p.t, p.u.Learn(context.Background(), "k", throttle.Outcome{N: 0, Throttled: refused, Latency: at - sent, Statements: []throttle.Statement{s}}))
+}
+
+// next returns how long from now until the record admits one unit.
+func (p *phasedWindows) next() time.Duration {
+	p.t.Helper()
+	s, err := p.u.Inspect(context.Background(), "k")
+	require.NoError(p.t, err)
+	return s.Next
+}
+
+// A reset stated to the second may be a second early: the record holds
+// the key until the latest the window can end, then learns where it
+// ends from the answers on either side of the boundary.
+func TestUpstreamLearnsWhereAWindowEnds(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(100*time.Millisecond, 90*time.Millisecond, 1, 0, false)
+	assert.Equal(t, 1900*time.Millisecond, p.next(), "the stated reset (1 s) plus its precision")
+
+	p.answer(1200*time.Millisecond, 1190*time.Millisecond, 1, 0, true)
+	assert.Equal(t, 800*time.Millisecond, p.next(), "handled in the old window: its end is later than 1.19 s, which says nothing new here")
+
+	p.answer(1350*time.Millisecond, 1340*time.Millisecond, 2, 9, false)
+	got := p.u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, time.Second, got[0].Reset, "the old window had ended when this answer came, at 1.35 s: window 2 ends at or before 2.35 s")
+	assert.Equal(t, time.Second, got[0].Window, "learned from the names of two windows")
+}
+
+// Once the window's end is known only to within more than a twentieth
+// of the window, and what is left runs out, one request goes at the
+// middle of the bounds: a probe. The rest wait for the latest end.
+func TestUpstreamProbesWhereAFixedWindowEnds(t *testing.T) {
+	p := newPhasedWindows(t, 48)
+	p.answer(100*time.Millisecond, 90*time.Millisecond, 1, 0, false)
+	p.answer(1200*time.Millisecond, 1190*time.Millisecond, 1, 0, true)   // lo: 190 ms
+	p.answer(1350*time.Millisecond, 1340*time.Millisecond, 2, 47, false) // hi: 350 ms; it came back at the boundary: fixed
+	p.answer(1400*time.Millisecond, 1390*time.Millisecond, 2, 0, false)  // nothing left
+	assert.Equal(t, ms(870, 950), delays(t, p.u, 2), "the probe at 2 s + 270 ms, then the latest end, 2.35 s")
+
+	p.answer(2280*time.Millisecond, 2270*time.Millisecond, 2, 0, true) // the probe met the old window: lo is 270 ms
+	assert.Equal(t, []time.Duration{70*time.Millisecond + (time.Second+47)/48}, delays(t, p.u, 1),
+		"no second probe in this window: one spacing (1 s / 48) after the one booked at the latest end")
+}
+
+// Answers in flight together may have been handled in either order: of
+// their statements for one window, the lower remaining wins.
+func TestUpstreamConcurrentAnswersLowerRemainingWins(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(100*time.Millisecond, 50*time.Millisecond, 1, 2, false)
+	p.answer(110*time.Millisecond, 60*time.Millisecond, 1, 5, false) // sent before the first answer came
+	got := p.u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, 2, got[0].Remaining)
+
+	p.answer(130*time.Millisecond, 120*time.Millisecond, 1, 1, false) // sent after: it saw everything
+	assert.Equal(t, 1, p.u.Stated("k")[0].Remaining)
+}
+
+// What the upstream says was spent beyond this client's own admitted
+// requests is another client's: its pace is kept out of what is left
+// before the reset and out of the pace after it.
+func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(100*time.Millisecond, 90*time.Millisecond, 1, 0, false)
+	p.answer(1295*time.Millisecond, 1290*time.Millisecond, 1, 0, true)  // lo: 290 ms
+	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9, false) // hi: 305 ms; fixed; 1 of ours
+	// Half a window in, 6 were spent and 2 were ours: others spend 8/s.
+	p.answer(1805*time.Millisecond, 1800*time.Millisecond, 2, 4, false)
+	assert.Equal(t, ms(500, 1000, 1500), delays(t, p.u, 3),
+		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave")
+}
+
+// A sliding counter's count of the window before carries over its
+// boundary: a window well used that does not come back marks the quota
+// sliding, and it is paced at its limit per window, not held to the reset
+// nor probed.
+func TestUpstreamTellsASlidingCounterAtItsBoundary(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	for i := range 10 { // the whole window is ours
+		at := time.Duration(100+10*i) * time.Millisecond
+		p.answer(at, at-5*time.Millisecond, 1, 9-i, false)
+	}
+	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 1, false) // 1 left after the boundary: not back
+	p.answer(1310*time.Millisecond, 1306*time.Millisecond, 2, 0, false)
+	assert.Equal(t, ms(690, 790), delays(t, p.u, 2), "at 10 per second from where the first window's bookings ended (2 s), no probe")
+}
