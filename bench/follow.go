@@ -551,7 +551,7 @@ func followConfiguration(sc scenario, name string) string {
 	case "failsafe-go":
 		return fmt.Sprintf("`failsafehttp.NewRoundTripper(base, retryPolicy, rateLimiter)`: `failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(10)` around `ratelimiter.NewSmoothBuilder(%d, time.Second).WithMaxWaitTime(time.Minute)`.", l.Rate)
 	case "egress (adaptive)":
-		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithUpstream(throttle.NewUpstream()), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
+		return "`egress.NewTransport(base, egress.WithLimiter(throttle.NewAdaptive(throttle.PerSecond(1000))), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\", a ceiling of 1 000/s."
 	case adaptiveRedis:
 		return "in each of the 4 processes, `egress.NewTransport(base, egress.WithLimiter(redislimit.NewAdaptive(rdb, throttle.PerSecond(1000))), egress.WithUpstream(throttle.NewUpstream()), egress.WithRetry(retryafter.Policy{}))`: the recipe for \"I do not know the limit\" with the learned rate in Redis, shared by the fleet."
 	case "failsafe-go (retry only)":
