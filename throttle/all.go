@@ -337,18 +337,10 @@ func cancelAll(ctx context.Context, rs []*Reservation) {
 // of cost 0 does not constrain the slot and books nothing; its claim
 // only marks the slot, for Settle.
 func bookTogether(own []ownPart, others bool, key string, delay, maxWait time.Duration) (r *Reservation, agreed bool, err error) {
-	held := make([]lockedKey, 0, len(own))
-	defer func() {
-		for _, l := range held {
-			l.unlock()
-		}
-	}()
-	for _, p := range own {
-		l, err := p.l.lockKey(key)
-		if err != nil {
-			return nil, false, err
-		}
-		held = append(held, l)
+	held, err := lockParts(own, key)
+	defer unlockParts(held)
+	if err != nil {
+		return nil, false, err
 	}
 	// Every part is monotone (a slot that fits keeps fitting later), so
 	// raising the common delay to each part's earliest converges.
@@ -422,18 +414,10 @@ func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
 	if err != nil || len(own) < 2 {
 		return err
 	}
-	held := make([]lockedKey, 0, len(own))
-	defer func() {
-		for _, l := range held {
-			l.unlock()
-		}
-	}()
-	for _, p := range own {
-		l, err := p.l.lockKey(key)
-		if err != nil {
-			return err
-		}
-		held = append(held, l)
+	held, err := lockParts(own, key)
+	defer unlockParts(held)
+	if err != nil {
+		return err
 	}
 	for _, from := range held {
 		if units := from.pushed(); len(units) > 0 {
@@ -483,5 +467,26 @@ func (a *all) each(key string, f func(Limiter), errs *[]error) {
 		default:
 			f(l)
 		}
+	}
+}
+
+// lockParts locks key on every part, in order. On an error it returns
+// the keys it did lock, for unlockParts.
+func lockParts(own []ownPart, key string) ([]lockedKey, error) {
+	held := make([]lockedKey, 0, len(own))
+	for _, p := range own {
+		l, err := p.l.lockKey(key)
+		if err != nil {
+			return held, err
+		}
+		held = append(held, l)
+	}
+	return held, nil
+}
+
+// unlockParts unlocks what lockParts locked.
+func unlockParts(held []lockedKey) {
+	for _, l := range held {
+		l.unlock()
 	}
 }
