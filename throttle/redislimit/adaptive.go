@@ -574,7 +574,7 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	a.mu.Unlock()
 	reply, err := a.client.runScript(ctx, a.script, ks, append(a.args("pause", born, gen, 2), micros(d), a.client.channel))
 	if err != nil {
-		return a.failPause(ctx, key, d, err)
+		return failPause(ctx, a.policy, key, d, err)
 	}
 	r, err := array(reply, 4, "adaptive pause")
 	if err != nil {
@@ -584,24 +584,6 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 		return err
 	}
 	_, _, err = a.heard(v, r[1:])
-	return err
-}
-
-func (a *Adaptive) failPause(ctx context.Context, key string, d time.Duration, err error) error {
-	if !errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	switch p := a.policy.(type) {
-	case FailMode:
-		if p == FailOpen {
-			return nil
-		}
-	case fallback:
-		if local, ok := p.local.(throttle.Pauser); ok {
-			return local.Pause(ctx, key, d)
-		}
-		return nil
-	}
 	return err
 }
 

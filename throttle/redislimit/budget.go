@@ -357,7 +357,7 @@ func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 	}
 	v, err := b.call(ctx, key, ks, append(b.args("pause", 2), micros(d), b.client.channelArg))
 	if err != nil {
-		return b.failPause(ctx, key, d, err)
+		return failPause(ctx, b.policy, key, d, err)
 	}
 	a, err := array(v, 4, "pause")
 	if err != nil {

@@ -120,11 +120,13 @@ func (b *budget) failParts(ctx context.Context, key string, costs []int, maxWait
 	return b.fail(ctx, key, slices.Max(costs), 0, maxWait, err)
 }
 
-func (b *budget) failPause(ctx context.Context, key string, d time.Duration, err error) error {
+// failPause applies policy to a pause Redis could not take: a fallback
+// pauses its local limiter, FailOpen drops it, FailClosed returns err.
+func failPause(ctx context.Context, policy FailurePolicy, key string, d time.Duration, err error) error {
 	if !errors.Is(err, ErrUnavailable) {
 		return err
 	}
-	switch p := b.policy.(type) {
+	switch p := policy.(type) {
 	case FailMode:
 		if p == FailOpen {
 			return nil
