@@ -104,7 +104,7 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 	require.Eventually(t, func() bool {
 		l.client.batcher.mu.Lock()
 		defer l.client.batcher.mu.Unlock()
-		return l.client.batcher.sending
+		return l.client.batcher.sending > 0
 	}, 5*time.Second, time.Millisecond)
 	wg.Go(func() { // queued, waits
 		r, err := l.Reserve(ctx, "k", 1, 0)
@@ -159,7 +159,7 @@ func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
 	require.Eventually(t, func() bool {
 		l.client.batcher.mu.Lock()
 		defer l.client.batcher.mu.Unlock()
-		return l.client.batcher.sending
+		return l.client.batcher.sending > 0
 	}, 5*time.Second, time.Millisecond)
 	errs := make(chan error, 8)
 	for range 8 { // queued, then sent in one pipeline while Redis sleeps
