@@ -50,6 +50,7 @@ func answer(t *testing.T, a *Adaptive, key string, throttled bool) {
 // lays every slot already booked out again at the new rate. Each other
 // process hears of it in its own next call, and its sleepers follow.
 func TestAdaptiveFleet(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b, d := newAdaptive(t, s, c), newAdaptive(t, s, c), newAdaptive(t, s, c)
@@ -89,6 +90,7 @@ func untils(bs []*adaptiveBooking) []time.Duration {
 // TestAdaptivePause: a pause in one process moves every slot ahead in
 // every process, once each hears of it, and pauses do not compound.
 func TestAdaptivePause(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
@@ -121,6 +123,7 @@ func TestAdaptivePause(t *testing.T) {
 // drives the rate down to the floor and no further; once it admits
 // again, the rate climbs back.
 func TestAdaptiveFloorAndRecovery(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a := newAdaptive(t, s, c, WithFloor(throttle.PerSecond(2)))
@@ -146,6 +149,7 @@ func TestAdaptiveFloorAndRecovery(t *testing.T) {
 // TestAdaptiveStated: a limit the upstream states with its window
 // replaces the estimate at once, for the whole fleet.
 func TestAdaptiveStated(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
@@ -162,6 +166,7 @@ func TestAdaptiveStated(t *testing.T) {
 // TestAdaptiveCancel: the last booking ahead gives its spacing back,
 // once; an earlier one gives nothing.
 func TestAdaptiveCancel(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a := newAdaptive(t, s, c)
@@ -179,6 +184,7 @@ func TestAdaptiveCancel(t *testing.T) {
 // TestAdaptiveRoundTrips: a request is one round trip, its answer
 // included: Learn only buffers, and the next Reserve carries it.
 func TestAdaptiveRoundTrips(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	rdb := s.client(t)
@@ -219,6 +225,7 @@ func (h allCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // TestAdaptiveRestart: a state made again (a restart without
 // persistence) starts at the ceiling, and the process starts over.
 func TestAdaptiveRestart(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	rdb := s.client(t)
@@ -238,6 +245,7 @@ func TestAdaptiveRestart(t *testing.T) {
 // TestAdaptiveBadInput: absurd settings and arguments are errors naming
 // the field and the value.
 func TestAdaptiveBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	tests := []struct {
@@ -276,6 +284,7 @@ func TestAdaptiveBadInput(t *testing.T) {
 // TestAdaptiveCluster: the key's one state lives in one slot of a
 // cluster, and a script flush on every node costs nothing.
 func TestAdaptiveCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -308,6 +317,7 @@ func TestAdaptiveCluster(t *testing.T) {
 // follows the in-process one, fed the same answers, step by step, and
 // ends within 10% of the hidden limit.
 func TestAdaptiveTwin(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	shared := newAdaptive(t, s, c)
@@ -346,6 +356,7 @@ func TestAdaptiveTwin(t *testing.T) {
 // TestAdaptivePubSub: a process hears of another's cut through pub/sub,
 // without a call of its own, and its sleepers follow.
 func TestAdaptivePubSub(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newAdaptive(t, s, c), newAdaptiveOn(t, s.client(t), c)

@@ -24,6 +24,7 @@ type twins func(rdb redis.Scripter, c *clock) (throttle.Limiter, throttle.Limite
 // process side by side, on one frozen clock that the test moves, and
 // checks that they decide alike, to the microsecond Redis counts in.
 func TestAlgorithmsMatchInProcess(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	hit := func(n int) step { return step{n: n, maxWait: -1} }

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -75,6 +76,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestPause(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	other := s.client(t) // another connection and Client: another process
@@ -120,6 +122,7 @@ func TestPause(t *testing.T) {
 // TestPauseExtremes pauses by the smallest and largest durations: a
 // huge pause is clamped as in process, never overflows into no pause.
 func TestPauseExtremes(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -150,6 +153,7 @@ func TestPauseExtremes(t *testing.T) {
 }
 
 func TestPauseReachesOtherLimitersOnTheKey(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -166,6 +170,7 @@ func TestPauseReachesOtherLimitersOnTheKey(t *testing.T) {
 }
 
 func TestAllIsAtomic(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	c := newClock(time.Hour)
@@ -199,6 +204,7 @@ func TestAllIsAtomic(t *testing.T) {
 // TestReserveAfter books no earlier than the given delay from the
 // server's now, and counts it against maxWait.
 func TestReserveAfter(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -230,6 +236,7 @@ func TestReserveAfter(t *testing.T) {
 
 // TestInspect reads a budget without taking from it.
 func TestInspect(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	ctx := context.Background()
 	c := newClock(time.Second)
@@ -274,6 +281,7 @@ func TestInspect(t *testing.T) {
 // time: every key of a budget shares the hash tag, and expires no sooner
 // than it returns to fresh and not much later.
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -311,6 +319,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestClientIsShared(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -336,6 +345,7 @@ func TestClientIsShared(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	other := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -382,6 +392,7 @@ func TestBadConfig(t *testing.T) {
 }
 
 func TestProgrammerErrorsPanic(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		give func()
@@ -401,6 +412,7 @@ func TestProgrammerErrorsPanic(t *testing.T) {
 }
 
 func TestBadRequest(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	l, err := NewTokenBucket(rdb, throttle.PerSecond(1), 2)
@@ -450,6 +462,7 @@ func (f fakeScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) 
 }
 
 func TestUnexpectedReplyIsAnError(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		giveReply any

@@ -19,6 +19,7 @@ import (
 // work, pauses reach another client through pub/sub, and a script flush
 // on every node costs nothing.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}

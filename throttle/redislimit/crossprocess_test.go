@@ -136,6 +136,7 @@ func spawn(t *testing.T, job, addr string, env ...string) *exec.Cmd {
 // upper bounds only: the slots booked within a fixed 4 s interval, in
 // any 1 s window, and the script runs per Reserve.
 func TestCrossProcessAccuracy(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("takes 6 s")
 	}
@@ -228,6 +229,7 @@ func cmdCalls(info, cmd string) int {
 // process sleeps until its slot on it; the sleeper learns of the pause
 // through pub/sub alone and wakes after it.
 func TestPauseReachesSleepersInAnotherProcess(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	l, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1)

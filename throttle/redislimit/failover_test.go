@@ -20,6 +20,7 @@ func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
 
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		give error
 		want bool
@@ -58,6 +59,7 @@ func TestUnavailable(t *testing.T) {
 // READONLY, which counts as Redis being unavailable, so the breaker, the
 // observer and the failure policy engage. Promoted back, it serves again.
 func TestReadOnlyRedis(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		givePolicy FailurePolicy

@@ -70,6 +70,7 @@ func (l *spacedLocal) ReserveAfter(_ context.Context, _ string, _ int, after, _ 
 // the latest slot the other handed out for the key, so the units booked
 // ahead on one side are not granted again on the other.
 func TestFallbackCarriesTheHorizon(t *testing.T) {
+	t.Parallel()
 	rdb := &switchable{Scripter: startRedis(t).client(t)}
 	c := newClock(0)
 	local := &spacedLocal{c: c, interval: 100 * ms}

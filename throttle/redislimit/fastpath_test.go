@@ -74,6 +74,7 @@ func (r *recorder) ScriptLoad(ctx context.Context, script string) *redis.StringC
 // it off. After every step the script's replies must be equal, and so
 // must every key the servers hold, its value and its expiry.
 func TestBucketFastPath(t *testing.T) {
+	t.Parallel()
 	servers := [2]*redis.Client{startRedis(t).client(t), startRedis(t).client(t)}
 	tests := []struct {
 		name     string

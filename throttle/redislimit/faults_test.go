@@ -15,6 +15,7 @@ import (
 )
 
 func TestScriptFlush(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -60,6 +61,7 @@ func (o *observed) counts() (failures, recoveries int) {
 // failure policy: while it is down the policy decides, and within about
 // a second of its return decisions come from Redis again.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	local, err := throttle.NewTokenBucket(throttle.PerSecond(1000), 1000)
 	require.NoError(t, err)
 	tests := []struct {
@@ -122,6 +124,7 @@ func TestRestart(t *testing.T) {
 // by the client's read timeout on one that does not; either way the
 // circuit breaker then turns the next call away without trying.
 func TestSlowRedis(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		giveOptions  func(addr string) *redis.Options
@@ -175,6 +178,7 @@ func TestSlowRedis(t *testing.T) {
 }
 
 func TestCallerCancelIsNotAnOutage(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	var o observed
@@ -192,6 +196,7 @@ func TestCallerCancelIsNotAnOutage(t *testing.T) {
 // TestWithoutSubscribe uses a client that hides Subscribe: pauses are
 // learned from replies only.
 func TestWithoutSubscribe(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()

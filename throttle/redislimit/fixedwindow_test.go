@@ -18,6 +18,7 @@ import (
 // is still booked in the last d of a window, and counts against the next
 // window too.
 func TestFixedWindowTolerance(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	c := newClock(time.Minute - 400*ms) // 400 ms before a reset
 	l, err := NewFixedWindow(rdb, 2, time.Minute, c.option(), WithTolerance(800*ms))
@@ -40,6 +41,7 @@ func TestFixedWindowTolerance(t *testing.T) {
 // its reset, whatever is still booked ahead in the window before it
 // (issue 11, item 1, as Redis must do it too).
 func TestFixedWindowResetsOnTime(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -88,6 +90,7 @@ func TestFixedWindowResetsOnTime(t *testing.T) {
 // of them on to the next reset, in Redis as in process, and every
 // process's sleepers follow (issue 11, item 2).
 func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb, other := s.client(t), s.client(t)
 	ctx := context.Background()
@@ -189,6 +192,7 @@ func TestFixedWindowPauseAcrossTheReset(t *testing.T) {
 // (pauses included), no aligned window holds more than its limit, a unit
 // in a window's last tolerance counting in the next one too.
 func TestFixedWindowModel(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	ctx := context.Background()
 	const window, limit = 4 * time.Second, 3

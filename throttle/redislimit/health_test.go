@@ -14,6 +14,7 @@ import (
 // TestAvailable checks that a limiter reports Redis available until a
 // call fails, and again once a call succeeds.
 func TestAvailable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		give func(t *testing.T, s *server, l *TokenBucket)

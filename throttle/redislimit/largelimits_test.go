@@ -20,6 +20,7 @@ import (
 // until the next, and the sliding counter's estimate then decides as in
 // process, to the microsecond, through the next day.
 func TestWindowedLargeLimits(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	day := 24 * time.Hour

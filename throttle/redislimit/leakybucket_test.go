@@ -14,6 +14,7 @@ import (
 // limit_req burst=capacity admits, a token bucket of capacity+1, and no
 // refusal of a caller whose slot lies within its max wait.
 func TestLeakyBucketIsNginxBurst(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	tests := []struct {
 		name         string

@@ -31,6 +31,7 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // still one script, and exactly the burst is granted, before and after a
 // script flush.
 func TestPipelineGrantsExactlyTheBurst(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	var p pipelines
@@ -78,6 +79,7 @@ func TestPipelineGrantsExactlyTheBurst(t *testing.T) {
 // a caller queued behind it whose context ends returns at once, and one
 // that waits is answered once Redis is back.
 func TestPipelineCallerGivesUp(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t, "--enable-debug-command", "local")
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -133,6 +135,7 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 // up with Redis unavailable once the Client's timeout has passed, rather
 // than wait for Redis.
 func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t, "--enable-debug-command", "local")
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}) // only the context bounds a call
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -91,6 +91,7 @@ type acquired struct {
 }
 
 func TestNewQueueBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	tests := []struct {
@@ -123,10 +124,12 @@ func TestNewQueueBadInput(t *testing.T) {
 }
 
 func TestQueueFallbackNilPanics(t *testing.T) {
+	t.Parallel()
 	assert.PanicsWithValue(t, "redislimit: QueueFallback given a nil queue", func() { QueueFallback(nil) })
 }
 
 func TestQueueKeysShareOneHashTag(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 0, WithPrefix("p:"))
 	assert.Equal(t, []string{"p:{api}:queue:holders", "p:{api}:queue:line", "p:{api}:queue:waitexp", "p:{api}:queue:meta"}, q.keys)
@@ -135,6 +138,7 @@ func TestQueueKeysShareOneHashTag(t *testing.T) {
 // A new queue (or one whose data Redis lost) grants nothing for a lease,
 // then grants up to n, then refuses or queues.
 func TestQueueGrantsUpToNAfterGrace(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 2, 0)
 	_, ok := q.TryAcquire()
@@ -155,6 +159,7 @@ func TestQueueGrantsUpToNAfterGrace(t *testing.T) {
 
 // A release, however late or repeated, frees only its own permit.
 func TestQueueDoubleRelease(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 0)
 	warm(c)
@@ -177,6 +182,7 @@ func TestQueueDoubleRelease(t *testing.T) {
 // joined the line in Redis, each woken by the release that frees its
 // permit, through pub/sub.
 func TestQueueFIFOAcrossClients(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	qs := []*Queue{newTestQueue(t, srv.client(t), c, 1, 10), newTestQueue(t, srv.client(t), c, 1, 10)}
@@ -218,6 +224,7 @@ type hiddenSubscribe struct{ redis.Scripter }
 // A waiter whose grant message is lost learns of its permit at its
 // Queue's next renewal.
 func TestQueueLostGrantMessageRenewalWakes(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	rdb := srv.client(t)
@@ -246,6 +253,7 @@ func TestQueueLostGrantMessageRenewalWakes(t *testing.T) {
 // the lease runs out, and the next in line gets them from the first call
 // after: here, the waiter's own renewal.
 func TestQueueDeadHolderLeaseRunsOut(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	dead := newTestQueue(t, srv.client(t), c, 2, 2)
@@ -283,6 +291,7 @@ func TestQueueDeadHolderLeaseRunsOut(t *testing.T) {
 
 // A holder that renews keeps its permit past many leases.
 func TestQueueRenewalKeepsPermit(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 0)
 	warm(c)
@@ -302,6 +311,7 @@ func TestQueueRenewalKeepsPermit(t *testing.T) {
 // A caller whose context ends in line leaves it, and a permit handed to
 // it goes on to the next.
 func TestQueueCancelInLine(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 2)
 	warm(c)
@@ -327,6 +337,7 @@ func TestQueueCancelInLine(t *testing.T) {
 // and nobody is granted a permit meanwhile: the bound holds across the
 // loss.
 func TestQueueDataLossKeepsBound(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	rdb := srv.client(t)
@@ -375,6 +386,7 @@ func receive(t *testing.T, ch <-chan acquired) acquired {
 }
 
 func TestQueueFailurePolicy(t *testing.T) {
+	t.Parallel()
 	local, err := queue.New(1, 0)
 	require.NoError(t, err)
 	tests := []struct {
@@ -411,6 +423,7 @@ func TestQueueFailurePolicy(t *testing.T) {
 
 // The fallback queue bounds the process while Redis is away.
 func TestQueueFallbackBounds(t *testing.T) {
+	t.Parallel()
 	local, err := queue.New(1, 0)
 	require.NoError(t, err)
 	srv := startRedis(t)
@@ -426,6 +439,7 @@ func TestQueueFallbackBounds(t *testing.T) {
 // Close fails the callers in line with ErrClosed and gives their places
 // up.
 func TestQueueCloseFailsWaiters(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	q := newTestQueue(t, srv.client(t), c, 1, 1)
@@ -451,6 +465,7 @@ const queueHolderEnv = "REDISLIMIT_TEST_QUEUE_HOLDER"
 // TestQueueHolderProcess runs only as the child of TestQueueKilledHolder:
 // it takes every permit, says so, and holds them, renewing, until killed.
 func TestQueueHolderProcess(t *testing.T) {
+	t.Parallel()
 	addr := os.Getenv(queueHolderEnv)
 	if addr == "" {
 		t.Skip("the holder process of TestQueueKilledHolder")
@@ -471,6 +486,7 @@ func TestQueueHolderProcess(t *testing.T) {
 // own renewal. The time is logged, not asserted: it is lease + renewal
 // period by construction (1.25 s here; 2.5 s with the defaults).
 func TestQueueKilledHolder(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
@@ -523,6 +539,7 @@ func TestQueueKilledHolder(t *testing.T) {
 
 // Many callers in two processes never hold more than n permits at once.
 func TestQueueNeverOverAdmits(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	c := newClock(0)
 	qs := []*Queue{newTestQueue(t, srv.client(t), c, 3, 64), newTestQueue(t, srv.client(t), c, 3, 64)}
@@ -571,6 +588,7 @@ func (nopLimiter) Reserve(context.Context, string, int, time.Duration) (*throttl
 // On a three-node cluster, a queue's keys share one slot, and a waiter
 // on another client is woken through the cluster's pub/sub.
 func TestQueueCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -612,6 +630,7 @@ func TestQueueCluster(t *testing.T) {
 // lease: it comes back when the lease the dead process last renewed runs
 // out, not a fresh lease after the hand-over.
 func TestQueueDeadWaiterKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 2)
 	warm(c)
@@ -647,6 +666,7 @@ func TestQueueDeadWaiterKeepsItsLease(t *testing.T) {
 // A caller in line whose Queue cannot reach Redis for a whole lease has
 // lost its place: the failure policy answers for it.
 func TestQueuePlaceLostWhileRedisAway(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		givePolicy FailurePolicy

@@ -97,6 +97,7 @@ func quietClient(t testing.TB, rdb redis.Scripter, c *clock) *Client {
 // frozen clock, and checks that every reservation gets the same answer
 // and the same slot.
 func TestSettleModel(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -106,6 +107,7 @@ func TestSettleModel(t *testing.T) {
 	}
 	for _, tc := range settleCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			for seed := range seeds {
 				c := newClock(tc.phase)
 				cl := quietClient(t, rdb, c)

@@ -119,6 +119,7 @@ func (b *llmBudget) remaining(t *testing.T, key string) [3]int {
 // TestReserveParts books one cost per part, at one common slot, all or
 // nothing, in one script call; a part of cost 0 takes nothing.
 func TestReserveParts(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -186,6 +187,7 @@ func TestReserveParts(t *testing.T) {
 // TestSettle gives back and charges each part at the booking's slot,
 // after the slot has passed, once.
 func TestSettle(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -233,6 +235,7 @@ func TestSettle(t *testing.T) {
 // changes nothing; an actual larger than a part could ever admit is
 // charged and reported.
 func TestSettleBadInput(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -272,6 +275,7 @@ func TestSettleBadInput(t *testing.T) {
 // TestSettleRoundTrips counts script calls: a settle rides on the key's
 // next call, or goes on its own when the flush fires; Close flushes.
 func TestSettleRoundTrips(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -321,6 +325,7 @@ func TestSettleRoundTrips(t *testing.T) {
 // TestSettleOnce sends one settle twice, as go-redis may resend a call:
 // Redis applies it once.
 func TestSettleOnce(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -344,6 +349,7 @@ func TestSettleOnce(t *testing.T) {
 // TestSettleAfterKeyDropped: a settle of a key dropped since (evicted,
 // or expired) is safe: nothing is given back, an excess is charged.
 func TestSettleAfterKeyDropped(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -366,6 +372,7 @@ func TestSettleAfterKeyDropped(t *testing.T) {
 // TestSettleCluster books and settles an LLM budget on a Redis Cluster:
 // every key of the budget, the record of settles included, shares a slot.
 func TestSettleCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
@@ -394,6 +401,7 @@ func TestSettleCluster(t *testing.T) {
 // TestSettleFailures: a settle Redis could not answer stays queued; one
 // the script fails on is dropped and reported.
 func TestSettleFailures(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -436,6 +444,7 @@ func TestSettleFailures(t *testing.T) {
 // process does; and a settle of the due unit, which no pause moved in
 // the script, stays in its own window.
 func TestPausesLeaveDueUnitsDue(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -473,6 +482,7 @@ func TestPausesLeaveDueUnitsDue(t *testing.T) {
 // stays in its own window, as in process, and its give-back does not go
 // to the window the pause's shift would carry it to.
 func TestSettleAfterPauses(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -508,6 +518,7 @@ func TestSettleAfterPauses(t *testing.T) {
 // largest of their costs, and settles to the largest of their actuals;
 // a part that is itself an All gives its cost to each of its limits.
 func TestReservePartsShared(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()
@@ -528,6 +539,7 @@ func TestReservePartsShared(t *testing.T) {
 // TestSettleThroughThrottleAll: throttle.All over this package's
 // limiters books each in a call of its own, and settles each.
 func TestSettleThroughThrottleAll(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	ctx := context.Background()

@@ -52,6 +52,7 @@ func conforms(times []int64, interval, burst int64) int {
 // unit goes at a slot the bucket admits, and the fleet still uses most of
 // the budget.
 func TestSlotLeaseExact(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	procs := make([]*TokenBucket, 4)
@@ -95,6 +96,7 @@ func TestSlotLeaseExact(t *testing.T) {
 
 // TestSlotLeaseRoundTrips counts the lease calls of one steady process.
 func TestSlotLeaseRoundTrips(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	var calls int
@@ -136,6 +138,7 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // lease comes back empty with the pause's end as Delay, and nothing is
 // admitted inside the pause.
 func TestSlotLeasePause(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	a, b := leased(t, rdb, clk), leased(t, rdb, clk)
@@ -165,6 +168,7 @@ func TestSlotLeasePause(t *testing.T) {
 
 // TestSlotLeaseCloseGivesBack: Close hands the unused tail back.
 func TestSlotLeaseCloseGivesBack(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	a := leased(t, rdb, clk)
@@ -188,6 +192,7 @@ func TestSlotLeaseCloseGivesBack(t *testing.T) {
 // TestSlotLeaseAbandoned: a process that dies holding a lease loses what
 // it held, and no more: the others get the rest of the budget.
 func TestSlotLeaseAbandoned(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	c, err := NewClient(rdb, clk.option())
@@ -218,6 +223,7 @@ func TestSlotLeaseAbandoned(t *testing.T) {
 // TestSlotLeaseOutage: with FailShare, a process serves its lease, then
 // waits two spans, then takes the limit over the processes Redis counted.
 func TestSlotLeaseOutage(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	rdb := srv.client(t)
 	clk := newClock(0)
@@ -256,6 +262,7 @@ func TestSlotLeaseOutage(t *testing.T) {
 }
 
 func TestSlotLeaseBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	tests := []struct {
@@ -284,6 +291,7 @@ func TestSlotLeaseBadInput(t *testing.T) {
 // TestSlotLeaseError: a lease call that fails for a reason other than
 // Redis being away comes back to the caller waiting for it.
 func TestSlotLeaseError(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	c, err := NewClient(rdb, clk.option())
@@ -300,6 +308,7 @@ func TestSlotLeaseError(t *testing.T) {
 // it holds, it gives back the tail of its newest block, which is still
 // the bucket's latest booking, and the bucket has those units again.
 func TestSlotLeaseDemandDrops(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	a := leased(t, rdb, clk)
@@ -337,6 +346,7 @@ func TestSlotLeaseDemandDrops(t *testing.T) {
 // TestSlotLeaseLeakyBucket: a leaky bucket leases as the token bucket
 // does, within its bound, and n units go together.
 func TestSlotLeaseLeakyBucket(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	l, err := NewLeakyBucket(rdb, throttle.PerSecond(100), 20, clk.option(), WithSlotLease(100*ms))
@@ -368,6 +378,7 @@ func TestSlotLeaseLeakyBucket(t *testing.T) {
 // bucket keeps a span's units of its burst in reserve. Without the
 // reserve (keep = 0 in newLeases) this test fails.
 func TestSlotLeaseExactLate(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	procs := make([]*TokenBucket, 4)
@@ -421,6 +432,7 @@ func TestSlotLeaseExactLate(t *testing.T) {
 // lease at its own slot, and the next caller takes it without a lease
 // call; one whose slot passed a span ago does not come back.
 func TestSlotLeaseCancel(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	var calls int
@@ -471,6 +483,7 @@ func TestSlotLeaseCancel(t *testing.T) {
 // the Allow-only process admitted 2 of about 310, and with callers who
 // wait 100 ms so did one hot process (4).
 func TestSlotLeaseAllowFair(t *testing.T) {
+	t.Parallel()
 	for _, procs := range []int{2, 3, 4} {
 		for _, hotWait := range []time.Duration{30 * ms, 100 * ms} {
 			t.Run(fmt.Sprintf("%d processes, hot wait %v", procs, hotWait), func(t *testing.T) {
@@ -529,6 +542,7 @@ func TestSlotLeaseAllowFair(t *testing.T) {
 // units and makes no more calls than before it could book ahead (10 here,
 // where booking ahead made 16 and lost 5 units).
 func TestSlotLeaseAllowSparse(t *testing.T) {
+	t.Parallel()
 	srv := startRedis(t)
 	clk := newClock(0)
 	hot := leased(t, srv.client(t), clk)

@@ -62,6 +62,7 @@ func tokens(remaining int) throttle.Statement {
 // call that carries it; a looser statement never loosens; units booked
 // after the stated request was sent are still owed.
 func TestStatedRefillTightensTheFleet(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newStatedProc(t, s, c), newStatedProc(t, s, c)
@@ -105,6 +106,7 @@ func TestStatedRefillTightensTheFleet(t *testing.T) {
 // bucket held when the request was sent; one the bucket already keeps
 // to, or a looser one, changes nothing.
 func TestStatedRefillBoundsTheBucket(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -132,6 +134,7 @@ func TestStatedRefillBoundsTheBucket(t *testing.T) {
 // the oldest booking the ring still holds is not applied: the units
 // booked since cannot be counted.
 func TestStatedRingReachesBack(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -157,6 +160,7 @@ func requests(remaining int, reset time.Duration) throttle.Statement {
 // TestStatedWindowBoundsTheFleet: "R more before T", learned by one
 // process, bounds every process until T, and nothing after it.
 func TestStatedWindowBoundsTheFleet(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newStatedProc(t, s, c), newStatedProc(t, s, c)
@@ -200,6 +204,7 @@ func TestStatedWindowBoundsTheFleet(t *testing.T) {
 // older request, arrived late, wins only if it leaves less; a window
 // already over changes nothing.
 func TestStatedWindowOrder(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -245,6 +250,7 @@ func TestStatedWindowOrder(t *testing.T) {
 // throttle.DefaultMaxHold. (A refilling quota's reset beyond it is
 // clamped by Statement.Clamp, which keeps the stated pace.)
 func TestStatedClamped(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -275,6 +281,7 @@ func TestStatedClamped(t *testing.T) {
 // parts following its unit, and parts that follow nothing are left
 // alone; every request stays one script call.
 func TestStatedComposite(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -318,6 +325,7 @@ func TestStatedComposite(t *testing.T) {
 // TestStatedNotFollowed: without WithStated, Learn does nothing and the
 // calls carry nothing.
 func TestStatedNotFollowed(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	p := newStatedProc(t, s, c)
@@ -333,6 +341,7 @@ func TestStatedNotFollowed(t *testing.T) {
 // TestStatedBadConfig: a unit that cannot be carried is an error naming
 // it, and so is WithStated with WithSlotLease.
 func TestStatedBadConfig(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	rdb := s.client(t)
 	for _, u := range []string{"", "-", "a b", "a:b"} {
@@ -346,6 +355,7 @@ func TestStatedBadConfig(t *testing.T) {
 // TestStatedCluster: the record lives under the budget's hash tag, so a
 // statement rides on the key's call on a Redis Cluster too.
 func TestStatedCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}

@@ -21,6 +21,7 @@ import (
 // what the other may book. Another client spent 300 of the upstream's
 // 1000 tokens, which neither process can see but the headers state.
 func TestStatedThroughTransport(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newStatedProc(t, s, c), newStatedProc(t, s, c)

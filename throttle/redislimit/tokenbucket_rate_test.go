@@ -17,6 +17,7 @@ import (
 // to 34 µs). At 150M tokens per minute (2.5M/s, 0.4 µs) rounding up to
 // 1 µs would refill at 40% of the rate.
 func TestTokenBucketHighRateKeepsItsRate(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		rate throttle.Rate
@@ -48,6 +49,7 @@ func TestTokenBucketHighRateKeepsItsRate(t *testing.T) {
 // interval is 0.4 µs, 10 000 units in 4 ms. Slots are never early: each
 // lies at or after the exact one.
 func TestTokenBucketHighRateSmallBookings(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		rate throttle.Rate
@@ -81,6 +83,7 @@ func TestTokenBucketHighRateSmallBookings(t *testing.T) {
 // Leases at a rate whose interval is not a whole µs (33 334 ns) hand out
 // slots that a GCRA of the configured rate, in nanoseconds, admits.
 func TestSlotLeaseHighRate(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t).client(t)
 	clk := newClock(0)
 	rate := throttle.PerSecond(30_000)
