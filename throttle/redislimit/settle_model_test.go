@@ -202,6 +202,9 @@ func TestSettleModel(t *testing.T) {
 						c.advance(d)
 					}
 				}
+				// Done with the seed: its Client stops listening, or every
+				// pause would reach the subscriptions of all earlier seeds.
+				_ = cl.Close()
 			}
 		})
 	}
