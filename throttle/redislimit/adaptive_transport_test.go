@@ -19,6 +19,7 @@ import (
 // Learn; the 429 rides in the retry's booking, which cuts the fleet's
 // rate, and another process reads the cut rate in its next call.
 func TestAdaptiveThroughTransport(t *testing.T) {
+	t.Parallel()
 	s := startRedis(t)
 	c := newClock(time.Hour)
 	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
