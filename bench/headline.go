@@ -101,6 +101,15 @@ func (r *report) goals() []goal {
 			add("4", "Transport overhead ≤ 1 µs and ≤ 3 allocations per request", true, eg.ns-bare.ns <= 1000 && eg.allocs-bare.allocs <= 3,
 				"+%.0f ns, +%.0f allocs", eg.ns-bare.ns, eg.allocs-bare.allocs)
 		}
+		// With a metrics adapter attached: what the Transport and the
+		// adapter add, interleaved with the bare base in the thread's CPU
+		// time (metrictest.Interleaved).
+		for _, a := range []string{"egressotel", "egressprom"} {
+			if st := m.get("BenchmarkTransportOverheadMetrics", "overhead=egress+"+a+"-over-bare-base"); st.ns > 0 {
+				add("17", "Transport overhead with "+a+" attached ≤ 1 µs and ≤ 3 allocations per request", true, st.ns <= 1000 && st.allocs <= 3,
+					"+%.0f ns, +%.0f allocs", st.ns, st.allocs)
+			}
+		}
 		for _, g := range []string{"goroutines=1", "goroutines=8"} {
 			if x, ok := ratio("BenchmarkLoopback/"+g, "egress", "bare-http.Client"); ok {
 				add("4", "loopback HTTP/1.1 against a bare http.Client, "+g+" (for information; near 1.01)", true, true, "%.2f×", x)

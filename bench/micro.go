@@ -69,7 +69,13 @@ func parseMicro(out string) *microResults {
 		}
 		group, lib, ok := strings.Cut(name, "/lib=")
 		if !ok {
-			continue
+			// An interleaved run (metrictest.Interleaved): its ns/op and
+			// added-allocs/op are what its RoundTripper adds to the
+			// other's, kept as lib "overhead=<what>".
+			if group, lib, ok = strings.Cut(name, "/overhead="); !ok {
+				continue
+			}
+			lib = "overhead=" + lib
 		}
 		var st microStat
 		for i := 2; i+1 < len(f); i += 2 {
@@ -83,6 +89,10 @@ func parseMicro(out string) *microResults {
 			case "B/op":
 				st.bytes = v
 			case "allocs/op":
+				if !strings.HasPrefix(lib, "overhead=") {
+					st.allocs = v
+				}
+			case "added-allocs/op":
 				st.allocs = v
 			case "B/key":
 				st.perKey = v
@@ -152,6 +162,11 @@ func (m *microResults) write(p func(string, ...any)) {
 		for _, lib := range m.libs[g] {
 			st := m.groups[g][lib]
 			ratio := "—"
+			if strings.HasPrefix(lib, "overhead=") {
+				// time and allocations added to the other's, interleaved
+				p("| %s | +%s | — | — | +%.0f |\n", lib, fmtNs(st.ns), st.allocs)
+				continue
+			}
 			if r, ok := m.groups[g][ref]; ok && r.ns > 0 {
 				ratio = fmt.Sprintf("%.2f×", st.ns/r.ns)
 				if perKey && r.perKey > 0 {

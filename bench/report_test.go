@@ -63,15 +63,19 @@ BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op  0 B/op  0 all
 BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op  0 B/op  0 allocs/op
 BenchmarkMemoryPerKey/lib=x-time-rate-2             1   9.0 ns/op  135.5 B/key
 BenchmarkRedisDecision/lib=redis_rate-2          1000  12.0 ns/op  1.000 roundtrips/op
+BenchmarkTransportOverheadMetrics/overhead=egress+egressotel-over-bare-base-2  1000  665.0 ns/op  1.000 added-allocs/op  6.779 ratio  512 B/op  5 allocs/op
 PASS
 `
 	m := parseMicro(out)
-	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision"}, m.order)
+	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision", "BenchmarkTransportOverheadMetrics"}, m.order)
 	assert.Equal(t, []string{"egress-tokenbucket", "x-time-rate"}, m.libs["BenchmarkAllow/keys=1"])
 	assert.Equal(t, 60.0, m.get("BenchmarkAllow/keys=1", "egress-tokenbucket").ns)
 	assert.Equal(t, "x-time-rate", m.reference("BenchmarkAllow/keys=1"))
 	assert.Equal(t, 135.5, m.get("BenchmarkMemoryPerKey", "x-time-rate").perKey)
 	assert.Equal(t, 1.0, m.get("BenchmarkRedisDecision", "redis_rate").roundTrips)
+	added := m.get("BenchmarkTransportOverheadMetrics", "overhead=egress+egressotel-over-bare-base")
+	assert.Equal(t, 665.0, added.ns)
+	assert.Equal(t, 1.0, added.allocs, "the allocations added, not the pair's")
 }
 
 func TestSlidingCounterBest(t *testing.T) {

@@ -27,7 +27,7 @@ func (memBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // one in-process limiter with a huge rate, the record of what the
 // upstream states (the README's recipe), a queue with room for everyone,
 // and no retry.
-func overheadTransport(b *testing.B, base http.RoundTripper) *egress.Transport {
+func overheadTransport(b *testing.B, base http.RoundTripper, opts ...egress.Option) *egress.Transport {
 	tb, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6)
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +40,7 @@ func overheadTransport(b *testing.B, base http.RoundTripper) *egress.Transport {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return egress.NewTransport(base, egress.WithLimiter(tb), egress.WithUpstream(u), egress.WithQueue(q))
+	return egress.NewTransport(base, append([]egress.Option{egress.WithLimiter(tb), egress.WithUpstream(u), egress.WithQueue(q)}, opts...)...)
 }
 
 // BenchmarkTransportOverhead measures what egress adds to a request: its
