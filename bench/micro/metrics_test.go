@@ -40,25 +40,7 @@ func BenchmarkTransportOverheadMetrics(b *testing.B) {
 	prometheus.NewRegistry().MustRegister(prom)
 	withOTel := otel.Instrument(overheadTransport(b, memBase{}, egress.WithObserver(otel.Observer(nil))))
 	withProm := prom.Instrument(overheadTransport(b, memBase{}, egress.WithObserver(prom.Observer(nil))))
-	for _, c := range []struct {
-		lib string
-		rt  http.RoundTripper
-	}{
-		{"bare-base", memBase{}},
-		{"egress+egressotel", withOTel},
-		{"egress+egressprom", withProm},
-	} {
-		b.Run("lib="+c.lib, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := c.rt.RoundTrip(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_ = resp.Body.Close()
-			}
-		})
-	}
+	runEach(b, req, []libRT{{"bare-base", memBase{}}, {"egress+egressotel", withOTel}, {"egress+egressprom", withProm}})
 	b.Run("overhead=egress+egressotel-over-bare-base", func(b *testing.B) { metrictest.Interleaved(b, req, memBase{}, withOTel) })
 	b.Run("overhead=egress+egressprom-over-bare-base", func(b *testing.B) { metrictest.Interleaved(b, req, memBase{}, withProm) })
 }

@@ -55,13 +55,19 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	egressRT := overheadTransport(b, memBase{})
-	for _, c := range []struct {
-		lib string
-		rt  http.RoundTripper
-	}{
-		{"bare-base", memBase{}},
-		{"egress", egressRT},
-	} {
+	runEach(b, req, []libRT{{"bare-base", memBase{}}, {"egress", egressRT}})
+	b.Run("overhead=egress-over-bare-base", func(b *testing.B) { metrictest.Interleaved(b, req, memBase{}, egressRT) })
+}
+
+// libRT is one RoundTripper of a benchmark, named as its lib= run.
+type libRT struct {
+	lib string
+	rt  http.RoundTripper
+}
+
+// runEach runs one lib= benchmark of req through each RoundTripper.
+func runEach(b *testing.B, req *http.Request, rts []libRT) {
+	for _, c := range rts {
 		b.Run("lib="+c.lib, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -73,7 +79,6 @@ func BenchmarkTransportOverhead(b *testing.B) {
 			}
 		})
 	}
-	b.Run("overhead=egress-over-bare-base", func(b *testing.B) { metrictest.Interleaved(b, req, memBase{}, egressRT) })
 }
 
 // getter sends one GET and reads the whole response.
