@@ -69,14 +69,7 @@ func (r *report) goals() []goal {
 		gs = append(gs, goal{issue: "2, 4, 5", what: "micro-benchmark goals", measured: "not run (-smoke or -micro=false)"})
 		return gs
 	}
-	ratio := func(group, lib, ref string) (float64, bool) {
-		a, ok1 := m.groups[group][lib]
-		b, ok2 := m.groups[group][ref]
-		if !ok1 || !ok2 || b.ns == 0 {
-			return 0, false
-		}
-		return a.ns / b.ns, true
-	}
+	ratio := func(group, lib, ref string) (float64, bool) { return m.ratio(group, lib, group, ref) }
 	for _, alg := range []string{"tokenbucket", "leakybucket", "slidingwindow", "slidingwindowcounter", "fixedwindow"} {
 		lib := "egress-" + alg
 		if x, ok := ratio("BenchmarkAllow/keys=1", lib, "x-time-rate"); ok {
@@ -86,9 +79,8 @@ func (r *report) goals() []goal {
 		// Reserve against ReserveN is no longer a goal (issue 12): one
 		// allocation per Reservation is fine. The micro table keeps it.
 		{
-			one, many := m.get("BenchmarkAllow/keys=1", lib).ns, m.get("BenchmarkAllow/keys=10000", lib).ns
-			if one > 0 && many > 0 {
-				add("2", alg+": Allow at 10 000 keys ≤ 1.5× its 1-key figure", true, many/one <= 1.5, "%.2f×", many/one)
+			if x, ok := m.ratio("BenchmarkAllow/keys=10000", lib, "BenchmarkAllow/keys=1", lib); ok {
+				add("2", alg+": Allow at 10 000 keys ≤ 1.5× its 1-key figure", true, x <= 1.5, "%.2f×", x)
 			}
 			if b := m.get("BenchmarkMemoryPerKey", lib).perKey; b > 0 {
 				add("2", alg+": ≤ 256 bytes per key with live state at 1 000 000 keys", true, b <= 256, "%.0f B/key", b)

@@ -74,6 +74,39 @@ PASS
 	assert.Equal(t, 1.0, m.get("BenchmarkRedisDecision", "redis_rate").roundTrips)
 }
 
+func TestMicroRatio(t *testing.T) {
+	// Pass 2 ran on a busy machine: both sides took twice as long. The
+	// ratio of the medians (60/150) would say 0.40×, each pass says 0.50×.
+	out := `BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  50.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000 120.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 240.0 ns/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 150.0 ns/op
+BenchmarkAllow/keys=10000/lib=egress-tokenbucket-2 1000  80.0 ns/op
+BenchmarkAllow/keys=10000/lib=egress-tokenbucket-2 1000 150.0 ns/op
+`
+	tests := []struct {
+		name              string
+		giveGroup, give   string
+		giveRefGroup, ref string
+		want              float64
+		wantOK            bool
+	}{
+		{name: "paired by pass", giveGroup: "BenchmarkAllow/keys=1", give: "egress-tokenbucket", giveRefGroup: "BenchmarkAllow/keys=1", ref: "x-time-rate", want: 0.5, wantOK: true},
+		{name: "unequal passes: ratio of medians", giveGroup: "BenchmarkAllow/keys=10000", give: "egress-tokenbucket", giveRefGroup: "BenchmarkAllow/keys=1", ref: "egress-tokenbucket", want: 150.0 / 60, wantOK: true},
+		{name: "missing", giveGroup: "BenchmarkAllow/keys=1", give: "egress-fixedwindow", giveRefGroup: "BenchmarkAllow/keys=1", ref: "x-time-rate", want: 0, wantOK: false},
+	}
+	m := parseMicro(out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := m.ratio(tt.giveGroup, tt.give, tt.giveRefGroup, tt.ref)
+			assert.Equal(t, tt.wantOK, ok)
+			assert.InDelta(t, tt.want, got, 1e-9)
+		})
+	}
+}
+
 func TestSlidingCounterBest(t *testing.T) {
 	tests := []struct {
 		name      string
