@@ -28,7 +28,11 @@ type microResults struct {
 	passes map[string]map[string][]microStat // every pass's figures, in pass order
 }
 
-type microStat struct{ ns, bytes, allocs, perKey, roundTrips float64 }
+// microStat is one benchmark's figures. vsPeer and vsOne are
+// BenchmarkAllowPaired's ratios (egress on 1 key over x/time/rate, egress
+// on 10 000 keys over 1 key), measured in turns a fraction of a
+// millisecond apart.
+type microStat struct{ ns, bytes, allocs, perKey, roundTrips, vsPeer, vsOne float64 }
 
 // get returns the medians of lib in group; zero when it did not run.
 func (m *microResults) get(group, lib string) microStat { return m.groups[group][lib] }
@@ -89,6 +93,10 @@ func parseMicro(out string) *microResults {
 				st.perKey = v
 			case "roundtrips/op":
 				st.roundTrips = v
+			case "x/time/rate":
+				st.vsPeer = v
+			case "keys/1":
+				st.vsOne = v
 			}
 		}
 		if samples[group] == nil {
@@ -109,6 +117,8 @@ func parseMicro(out string) *microResults {
 				allocs:     median(ss, func(s microStat) float64 { return s.allocs }),
 				perKey:     median(ss, func(s microStat) float64 { return s.perKey }),
 				roundTrips: median(ss, func(s microStat) float64 { return s.roundTrips }),
+				vsPeer:     median(ss, func(s microStat) float64 { return s.vsPeer }),
+				vsOne:      median(ss, func(s microStat) float64 { return s.vsOne }),
 			}
 		}
 	}
@@ -182,6 +192,9 @@ func (m *microResults) write(p func(string, ...any)) {
 		for _, lib := range m.libs[g] {
 			st := m.groups[g][lib]
 			ratio := "—"
+			if st.vsPeer > 0 {
+				ratio = fmt.Sprintf("%.2f× x/time/rate, %.2f× keys/1", st.vsPeer, st.vsOne)
+			}
 			if x, ok := m.ratio(g, lib, g, ref); ok {
 				ratio = fmt.Sprintf("%.2f×", x)
 				if r := m.groups[g][ref]; perKey && r.perKey > 0 {

@@ -63,10 +63,13 @@ BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op  0 B/op  0 all
 BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op  0 B/op  0 allocs/op
 BenchmarkMemoryPerKey/lib=x-time-rate-2             1   9.0 ns/op  135.5 B/key
 BenchmarkRedisDecision/lib=redis_rate-2          1000  12.0 ns/op  1.000 roundtrips/op
+BenchmarkAllowPaired/lib=egress-fixedwindow-2    5000  300000 ns/op  1.45 keys/1  0.62 x/time/rate
 PASS
 `
 	m := parseMicro(out)
-	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision"}, m.order)
+	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision", "BenchmarkAllowPaired"}, m.order)
+	assert.Equal(t, 0.62, m.get("BenchmarkAllowPaired", "egress-fixedwindow").vsPeer)
+	assert.Equal(t, 1.45, m.get("BenchmarkAllowPaired", "egress-fixedwindow").vsOne)
 	assert.Equal(t, []string{"egress-tokenbucket", "x-time-rate"}, m.libs["BenchmarkAllow/keys=1"])
 	assert.Equal(t, 60.0, m.get("BenchmarkAllow/keys=1", "egress-tokenbucket").ns)
 	assert.Equal(t, "x-time-rate", m.reference("BenchmarkAllow/keys=1"))

@@ -3,6 +3,7 @@ package micro
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -198,4 +199,75 @@ func BenchmarkReserve(b *testing.B) {
 	b.Run("keys=1", func(b *testing.B) { runSerial(b, reservers(b, false), false) })
 	b.Run("keys=10000", func(b *testing.B) { runSerial(b, reservers(b, true), true) })
 	b.Run("keys=1-parallel", func(b *testing.B) { runParallel(b, reservers(b, false)) })
+}
+
+// pairChunk is how many calls each side of BenchmarkAllowPaired makes in
+// a row: about 0.1 ms, short beside the bursts of load on a shared
+// machine, long beside the two clock reads that time it.
+const pairChunk = 1000
+
+// BenchmarkAllowPaired measures issue 12's two Allow goals so that the
+// load of other processes falls on both sides of each ratio alike. Per
+// algorithm, it runs egress's Allow on 1 key, x/time/rate's Allow, and
+// egress's Allow round-robin over numKeys keys, in turns of pairChunk
+// calls each, and reports the median over turns of x/time/rate
+// (egress on 1 key over x/time/rate) and of keys/1 (egress on numKeys
+// keys over egress on 1 key). BenchmarkAllow's figures, taken a second
+// or more apart, differ by up to 2× on a busy machine; a turn's three
+// chunks are a fraction of a millisecond apart. ns/op is one turn.
+func BenchmarkAllowPaired(b *testing.B) {
+	ctx := context.Background()
+	ks := keys()
+	for _, a := range algorithms() {
+		b.Run("lib=egress-"+a.name, func(b *testing.B) {
+			one, err := a.generous()
+			if err != nil {
+				b.Fatal(err)
+			}
+			many, err := a.generous()
+			if err != nil {
+				b.Fatal(err)
+			}
+			peer := peerLimiter()
+			k := 0
+			chunk := func(f func()) time.Duration {
+				start := time.Now()
+				for range pairChunk {
+					f()
+				}
+				return time.Since(start)
+			}
+			denied := 0
+			allow := func(l throttle.Limiter, key string) {
+				if ok, err := throttle.Allow(ctx, l, key, 1); !ok || err != nil {
+					denied++
+				}
+			}
+			var vsPeer, vsOne []float64
+			for b.Loop() {
+				t1 := chunk(func() { allow(one, ks[0]) })
+				tp := chunk(func() {
+					if !peer.Allow() {
+						denied++
+					}
+				})
+				tk := chunk(func() { allow(many, ks[k%numKeys]); k++ })
+				vsPeer = append(vsPeer, float64(t1)/float64(tp))
+				vsOne = append(vsOne, float64(tk)/float64(t1))
+			}
+			if denied > 0 {
+				b.Fatalf("%d decisions denied; the benchmark wants every unit available", denied)
+			}
+			b.ReportMetric(medianOf(vsPeer), "x/time/rate")
+			b.ReportMetric(medianOf(vsOne), "keys/1")
+		})
+	}
+}
+
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }
