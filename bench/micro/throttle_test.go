@@ -271,3 +271,73 @@ func medianOf(vs []float64) float64 {
 	slices.Sort(vs)
 	return vs[len(vs)/2]
 }
+
+// BenchmarkAllowClock splits Allow on 1 key into the clock and the rest,
+// in turns of pairChunk calls, to explain why the Allow ratio moves with
+// the machine: egress's token bucket and fixed window with the real clock
+// and with a counter that moves 1 µs a call (WithClock), x/time/rate's
+// Allow and its AllowN on the same counter, and the two clock reads
+// themselves (time.Now, which x/time/rate makes and which reads the wall
+// and the monotonic clock; time.Since, egress's, the monotonic one only).
+// Each metric is the median ns per call over turns; ns/op is one turn.
+func BenchmarkAllowClock(b *testing.B) {
+	ctx := context.Background()
+	t0 := time.Now()
+	var ticks time.Duration
+	tick := func() time.Time { ticks += time.Microsecond; return t0.Add(ticks) }
+	counter := throttle.WithClock(tick)
+	tbCounter, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6, counter)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fwCounter, err := throttle.NewFixedWindow(1e9, time.Second, counter)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fw, err := throttle.NewFixedWindow(1e9, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xCounter, x := peerLimiter(), peerLimiter()
+	denied := 0
+	check := func(ok bool, err error) {
+		if !ok || err != nil {
+			denied++
+		}
+	}
+	var sink time.Duration
+	parts := []struct {
+		name string
+		call func()
+	}{
+		{"tokenbucket-ns", func() { check(tb.AllowN(ctx, "key", 1)) }},
+		{"tokenbucket-counter-ns", func() { check(tbCounter.AllowN(ctx, "key", 1)) }},
+		{"fixedwindow-ns", func() { check(fw.AllowN(ctx, "key", 1)) }},
+		{"fixedwindow-counter-ns", func() { check(fwCounter.AllowN(ctx, "key", 1)) }},
+		{"x-time-rate-ns", func() { check(x.Allow(), nil) }},
+		{"x-time-rate-counter-ns", func() { check(xCounter.AllowN(tick(), 1), nil) }},
+		{"time.Now-ns", func() { sink += time.Duration(time.Now().Nanosecond()) }},
+		{"time.Since-ns", func() { sink += time.Since(t0) }},
+	}
+	turns := make([][]float64, len(parts))
+	for b.Loop() {
+		for i, p := range parts {
+			start := time.Now()
+			for range pairChunk {
+				p.call()
+			}
+			turns[i] = append(turns[i], float64(time.Since(start))/pairChunk)
+		}
+	}
+	if denied > 0 {
+		b.Fatalf("%d decisions denied; the benchmark wants every unit available", denied)
+	}
+	for i, p := range parts {
+		b.ReportMetric(medianOf(turns[i]), p.name)
+	}
+	_ = sink
+}
