@@ -69,26 +69,32 @@ func (r *report) goals() []goal {
 		gs = append(gs, goal{issue: "2, 4, 5", what: "micro-benchmark goals", measured: "not run (-smoke or -micro=false)"})
 		return gs
 	}
-	ratio := func(group, lib, ref string) (float64, bool) {
-		a, ok1 := m.groups[group][lib]
-		b, ok2 := m.groups[group][ref]
-		if !ok1 || !ok2 || b.ns == 0 {
-			return 0, false
-		}
-		return a.ns / b.ns, true
-	}
+	ratio := func(group, lib, ref string) (float64, bool) { return m.ratio(group, lib, group, ref) }
 	for _, alg := range []string{"tokenbucket", "leakybucket", "slidingwindow", "slidingwindowcounter", "fixedwindow"} {
 		lib := "egress-" + alg
+		// BenchmarkAllowPaired's ratios judge the goals when it ran: its
+		// sides are measured a fraction of a millisecond apart, where
+		// BenchmarkAllow's are seconds apart. Both are shown.
+		paired := m.get("BenchmarkAllowPaired", lib)
 		if x, ok := ratio("BenchmarkAllow/keys=1", lib, "x-time-rate"); ok {
 			allocs := m.get("BenchmarkAllow/keys=1", lib).allocs
-			add("2", alg+": Allow on 1 key ≤ 1.0× x/time/rate Allow, 0 allocs", true, x <= 1 && allocs == 0, "%.2f×, %.0f allocs", x, allocs)
+			if paired.vsPeer > 0 {
+				add("2", alg+": Allow on 1 key ≤ 1.0× x/time/rate Allow, 0 allocs", true, paired.vsPeer <= 1 && allocs == 0,
+					"%.2f× in paired turns (%.2f× across whole runs), %.0f allocs", paired.vsPeer, x, allocs)
+			} else {
+				add("2", alg+": Allow on 1 key ≤ 1.0× x/time/rate Allow, 0 allocs", true, x <= 1 && allocs == 0, "%.2f×, %.0f allocs", x, allocs)
+			}
 		}
 		// Reserve against ReserveN is no longer a goal (issue 12): one
 		// allocation per Reservation is fine. The micro table keeps it.
 		{
-			one, many := m.get("BenchmarkAllow/keys=1", lib).ns, m.get("BenchmarkAllow/keys=10000", lib).ns
-			if one > 0 && many > 0 {
-				add("2", alg+": Allow at 10 000 keys ≤ 1.5× its 1-key figure", true, many/one <= 1.5, "%.2f×", many/one)
+			if x, ok := m.ratio("BenchmarkAllow/keys=10000", lib, "BenchmarkAllow/keys=1", lib); ok {
+				if paired.vsOne > 0 {
+					add("2", alg+": Allow at 10 000 keys ≤ 1.5× its 1-key figure", true, paired.vsOne <= 1.5,
+						"%.2f× in paired turns (%.2f× across whole runs)", paired.vsOne, x)
+				} else {
+					add("2", alg+": Allow at 10 000 keys ≤ 1.5× its 1-key figure", true, x <= 1.5, "%.2f×", x)
+				}
 			}
 			if b := m.get("BenchmarkMemoryPerKey", lib).perKey; b > 0 {
 				add("2", alg+": ≤ 256 bytes per key with live state at 1 000 000 keys", true, b <= 256, "%.0f B/key", b)

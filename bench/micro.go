@@ -12,8 +12,8 @@ import (
 )
 
 // microCount is how many times each micro-benchmark runs; the table shows
-// medians.
-const microCount = 5
+// medians, and the ratios are medians of each pass's own ratio.
+const microCount = 8
 
 // microFile keeps the raw `go test -bench` output beside RESULTS.md, for
 // benchstat.
@@ -25,9 +25,14 @@ type microResults struct {
 	order  []string
 	groups map[string]map[string]microStat
 	libs   map[string][]string
+	passes map[string]map[string][]microStat // every pass's figures, in pass order
 }
 
-type microStat struct{ ns, bytes, allocs, perKey, roundTrips float64 }
+// microStat is one benchmark's figures. vsPeer and vsOne are
+// BenchmarkAllowPaired's ratios (egress on 1 key over x/time/rate, egress
+// on 10 000 keys over 1 key), measured in turns a fraction of a
+// millisecond apart.
+type microStat struct{ ns, bytes, allocs, perKey, roundTrips, vsPeer, vsOne float64 }
 
 // get returns the medians of lib in group; zero when it did not run.
 func (m *microResults) get(group, lib string) microStat { return m.groups[group][lib] }
@@ -56,7 +61,7 @@ func runMicro(dir string) (*microResults, error) {
 
 func parseMicro(out string) *microResults {
 	samples := map[string]map[string][]microStat{}
-	m := &microResults{groups: map[string]map[string]microStat{}, libs: map[string][]string{}}
+	m := &microResults{groups: map[string]map[string]microStat{}, libs: map[string][]string{}, passes: samples}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -98,6 +103,10 @@ func parseMicro(out string) *microResults {
 				st.perKey = v
 			case "roundtrips/op":
 				st.roundTrips = v
+			case "x/time/rate":
+				st.vsPeer = v
+			case "keys/1":
+				st.vsOne = v
 			}
 		}
 		if samples[group] == nil {
@@ -118,6 +127,8 @@ func parseMicro(out string) *microResults {
 				allocs:     median(ss, func(s microStat) float64 { return s.allocs }),
 				perKey:     median(ss, func(s microStat) float64 { return s.perKey }),
 				roundTrips: median(ss, func(s microStat) float64 { return s.roundTrips }),
+				vsPeer:     median(ss, func(s microStat) float64 { return s.vsPeer }),
+				vsOne:      median(ss, func(s microStat) float64 { return s.vsOne }),
 			}
 		}
 	}
@@ -133,6 +144,35 @@ func median(ss []microStat, get func(microStat) float64) float64 {
 	return vs[len(vs)/2]
 }
 
+// ratio returns the median, over the passes, of lib's time in group over
+// ref's in refGroup. Each pass measures both within seconds of each
+// other, so a drift of the machine's speed over minutes, or a busy
+// stretch, falls on both sides of that pass's ratio; a ratio of medians
+// would divide figures taken at different times. When a benchmark is
+// missing from some pass the passes cannot be paired, and it falls back
+// to the ratio of the medians.
+func (m *microResults) ratio(group, lib, refGroup, ref string) (float64, bool) {
+	a, b := m.passes[group][lib], m.passes[refGroup][ref]
+	if len(a) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	if len(a) != len(b) {
+		num, den := m.get(group, lib).ns, m.get(refGroup, ref).ns
+		return num / den, den > 0
+	}
+	rs := make([]float64, 0, len(a))
+	for i := range a {
+		if b[i].ns > 0 {
+			rs = append(rs, a[i].ns/b[i].ns)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	slices.Sort(rs)
+	return rs[len(rs)/2], true
+}
+
 // reference is the peer each group's ratios are taken against.
 func (m *microResults) reference(group string) string {
 	for _, want := range []string{"x-time-rate", "bare-base", "bare-http.Client", "redis_rate"} {
@@ -146,7 +186,7 @@ func (m *microResults) reference(group string) string {
 func (m *microResults) write(p func(string, ...any)) {
 	p("## Micro-benchmarks\n\n")
 	p("%d passes of `go test -run '^$' -bench . -benchmem -count 1 ./micro`, interleaved so that the machine's drift falls on every library alike; medians of the %d runs. The raw output is in [%s](%s) for benchstat (see README.md). ", microCount, microCount, microFile, microFile)
-	p("The ratio is against the peer named in the group's first line (x/time/rate where it takes part). Peers without keys are measured on their single limiter.\n\n")
+	p("The ratio is against the peer named in the group's first line (x/time/rate where it takes part): the median of each pass's own ratio, which pairs figures taken seconds apart. Peers without keys are measured on their single limiter.\n\n")
 	for _, g := range m.order {
 		ref := m.reference(g)
 		p("**%s** (ratio against %s)\n\n| lib | time/op (ns unless marked) | ratio | B/op | allocs/op |", g, refName(ref))
@@ -167,9 +207,12 @@ func (m *microResults) write(p func(string, ...any)) {
 				p("| %s | +%s | — | — | +%.0f |\n", lib, fmtNs(st.ns), st.allocs)
 				continue
 			}
-			if r, ok := m.groups[g][ref]; ok && r.ns > 0 {
-				ratio = fmt.Sprintf("%.2f×", st.ns/r.ns)
-				if perKey && r.perKey > 0 {
+			if st.vsPeer > 0 {
+				ratio = fmt.Sprintf("%.2f× x/time/rate, %.2f× keys/1", st.vsPeer, st.vsOne)
+			}
+			if x, ok := m.ratio(g, lib, g, ref); ok {
+				ratio = fmt.Sprintf("%.2f×", x)
+				if r := m.groups[g][ref]; perKey && r.perKey > 0 {
 					ratio = fmt.Sprintf("%.2f× (memory)", st.perKey/r.perKey)
 				}
 			}

@@ -63,11 +63,14 @@ BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op  0 B/op  0 all
 BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op  0 B/op  0 allocs/op
 BenchmarkMemoryPerKey/lib=x-time-rate-2             1   9.0 ns/op  135.5 B/key
 BenchmarkRedisDecision/lib=redis_rate-2          1000  12.0 ns/op  1.000 roundtrips/op
+BenchmarkAllowPaired/lib=egress-fixedwindow-2    5000  300000 ns/op  1.45 keys/1  0.62 x/time/rate
 BenchmarkTransportOverheadMetrics/overhead=egress+egressotel-over-bare-base-2  1000  665.0 ns/op  1.000 added-allocs/op  6.779 ratio  512 B/op  5 allocs/op
 PASS
 `
 	m := parseMicro(out)
-	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision", "BenchmarkTransportOverheadMetrics"}, m.order)
+	assert.Equal(t, []string{"BenchmarkAllow/keys=1", "BenchmarkMemoryPerKey", "BenchmarkRedisDecision", "BenchmarkAllowPaired", "BenchmarkTransportOverheadMetrics"}, m.order)
+	assert.Equal(t, 0.62, m.get("BenchmarkAllowPaired", "egress-fixedwindow").vsPeer)
+	assert.Equal(t, 1.45, m.get("BenchmarkAllowPaired", "egress-fixedwindow").vsOne)
 	assert.Equal(t, []string{"egress-tokenbucket", "x-time-rate"}, m.libs["BenchmarkAllow/keys=1"])
 	assert.Equal(t, 60.0, m.get("BenchmarkAllow/keys=1", "egress-tokenbucket").ns)
 	assert.Equal(t, "x-time-rate", m.reference("BenchmarkAllow/keys=1"))
@@ -76,6 +79,39 @@ PASS
 	added := m.get("BenchmarkTransportOverheadMetrics", "overhead=egress+egressotel-over-bare-base")
 	assert.Equal(t, 665.0, added.ns)
 	assert.Equal(t, 1.0, added.allocs, "the allocations added, not the pair's")
+}
+
+func TestMicroRatio(t *testing.T) {
+	// Pass 2 ran on a busy machine: both sides took twice as long. The
+	// ratio of the medians (60/150) would say 0.40×, each pass says 0.50×.
+	out := `BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  50.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 100.0 ns/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000 120.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 240.0 ns/op
+BenchmarkAllow/keys=1/lib=egress-tokenbucket-2   1000  60.0 ns/op
+BenchmarkAllow/keys=1/lib=x-time-rate-2          1000 150.0 ns/op
+BenchmarkAllow/keys=10000/lib=egress-tokenbucket-2 1000  80.0 ns/op
+BenchmarkAllow/keys=10000/lib=egress-tokenbucket-2 1000 150.0 ns/op
+`
+	tests := []struct {
+		name              string
+		giveGroup, give   string
+		giveRefGroup, ref string
+		want              float64
+		wantOK            bool
+	}{
+		{name: "paired by pass", giveGroup: "BenchmarkAllow/keys=1", give: "egress-tokenbucket", giveRefGroup: "BenchmarkAllow/keys=1", ref: "x-time-rate", want: 0.5, wantOK: true},
+		{name: "unequal passes: ratio of medians", giveGroup: "BenchmarkAllow/keys=10000", give: "egress-tokenbucket", giveRefGroup: "BenchmarkAllow/keys=1", ref: "egress-tokenbucket", want: 150.0 / 60, wantOK: true},
+		{name: "missing", giveGroup: "BenchmarkAllow/keys=1", give: "egress-fixedwindow", giveRefGroup: "BenchmarkAllow/keys=1", ref: "x-time-rate", want: 0, wantOK: false},
+	}
+	m := parseMicro(out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := m.ratio(tt.giveGroup, tt.give, tt.giveRefGroup, tt.ref)
+			assert.Equal(t, tt.wantOK, ok)
+			assert.InDelta(t, tt.want, got, 1e-9)
+		})
+	}
 }
 
 func TestSlidingCounterBest(t *testing.T) {

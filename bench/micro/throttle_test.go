@@ -3,6 +3,7 @@ package micro
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -198,4 +199,145 @@ func BenchmarkReserve(b *testing.B) {
 	b.Run("keys=1", func(b *testing.B) { runSerial(b, reservers(b, false), false) })
 	b.Run("keys=10000", func(b *testing.B) { runSerial(b, reservers(b, true), true) })
 	b.Run("keys=1-parallel", func(b *testing.B) { runParallel(b, reservers(b, false)) })
+}
+
+// pairChunk is how many calls each side of BenchmarkAllowPaired makes in
+// a row: about 0.1 ms, short beside the bursts of load on a shared
+// machine, long beside the two clock reads that time it.
+const pairChunk = 1000
+
+// BenchmarkAllowPaired measures issue 12's two Allow goals so that the
+// load of other processes falls on both sides of each ratio alike. Per
+// algorithm, it runs egress's Allow on 1 key, x/time/rate's Allow, and
+// egress's Allow round-robin over numKeys keys, in turns of pairChunk
+// calls each, and reports the median over turns of x/time/rate
+// (egress on 1 key over x/time/rate) and of keys/1 (egress on numKeys
+// keys over egress on 1 key). BenchmarkAllow's figures, taken a second
+// or more apart, differ by up to 2× on a busy machine; a turn's three
+// chunks are a fraction of a millisecond apart. ns/op is one turn.
+func BenchmarkAllowPaired(b *testing.B) {
+	ctx := context.Background()
+	ks := keys()
+	for _, a := range algorithms() {
+		b.Run("lib=egress-"+a.name, func(b *testing.B) {
+			one, err := a.generous()
+			if err != nil {
+				b.Fatal(err)
+			}
+			many, err := a.generous()
+			if err != nil {
+				b.Fatal(err)
+			}
+			peer := peerLimiter()
+			k := 0
+			chunk := func(f func()) time.Duration {
+				start := time.Now()
+				for range pairChunk {
+					f()
+				}
+				return time.Since(start)
+			}
+			denied := 0
+			allow := func(l throttle.Limiter, key string) {
+				if ok, err := throttle.Allow(ctx, l, key, 1); !ok || err != nil {
+					denied++
+				}
+			}
+			var vsPeer, vsOne []float64
+			for b.Loop() {
+				t1 := chunk(func() { allow(one, ks[0]) })
+				tp := chunk(func() {
+					if !peer.Allow() {
+						denied++
+					}
+				})
+				tk := chunk(func() { allow(many, ks[k%numKeys]); k++ })
+				vsPeer = append(vsPeer, float64(t1)/float64(tp))
+				vsOne = append(vsOne, float64(tk)/float64(t1))
+			}
+			if denied > 0 {
+				b.Fatalf("%d decisions denied; the benchmark wants every unit available", denied)
+			}
+			b.ReportMetric(medianOf(vsPeer), "x/time/rate")
+			b.ReportMetric(medianOf(vsOne), "keys/1")
+		})
+	}
+}
+
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+// BenchmarkAllowClock splits Allow on 1 key into the clock and the rest,
+// in turns of pairChunk calls, to explain why the Allow ratio moves with
+// the machine: egress's token bucket and fixed window with the real clock
+// and with a counter that moves 1 µs a call (WithClock), x/time/rate's
+// Allow and its AllowN on the same counter, and the two clock reads
+// themselves (time.Now, which x/time/rate makes and which reads the wall
+// and the monotonic clock; time.Since, egress's, the monotonic one only).
+// Each metric is the median ns per call over turns; ns/op is one turn.
+func BenchmarkAllowClock(b *testing.B) {
+	ctx := context.Background()
+	t0 := time.Now()
+	var ticks time.Duration
+	tick := func() time.Time { ticks += time.Microsecond; return t0.Add(ticks) }
+	counter := throttle.WithClock(tick)
+	tbCounter, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6, counter)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fwCounter, err := throttle.NewFixedWindow(1e9, time.Second, counter)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb, err := throttle.NewTokenBucket(throttle.Rate{N: 1e9, Per: time.Second}, 1e6)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fw, err := throttle.NewFixedWindow(1e9, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	xCounter, x := peerLimiter(), peerLimiter()
+	denied := 0
+	check := func(ok bool, err error) {
+		if !ok || err != nil {
+			denied++
+		}
+	}
+	var sink time.Duration
+	parts := []struct {
+		name string
+		call func()
+	}{
+		{"tokenbucket-ns", func() { check(tb.AllowN(ctx, "key", 1)) }},
+		{"tokenbucket-counter-ns", func() { check(tbCounter.AllowN(ctx, "key", 1)) }},
+		{"fixedwindow-ns", func() { check(fw.AllowN(ctx, "key", 1)) }},
+		{"fixedwindow-counter-ns", func() { check(fwCounter.AllowN(ctx, "key", 1)) }},
+		{"x-time-rate-ns", func() { check(x.Allow(), nil) }},
+		{"x-time-rate-counter-ns", func() { check(xCounter.AllowN(tick(), 1), nil) }},
+		{"time.Now-ns", func() { sink += time.Duration(time.Now().Nanosecond()) }},
+		{"time.Since-ns", func() { sink += time.Since(t0) }},
+	}
+	turns := make([][]float64, len(parts))
+	for b.Loop() {
+		for i, p := range parts {
+			start := time.Now()
+			for range pairChunk {
+				p.call()
+			}
+			turns[i] = append(turns[i], float64(time.Since(start))/pairChunk)
+		}
+	}
+	if denied > 0 {
+		b.Fatalf("%d decisions denied; the benchmark wants every unit available", denied)
+	}
+	for i, p := range parts {
+		b.ReportMetric(medianOf(turns[i]), p.name)
+	}
+	_ = sink
 }
