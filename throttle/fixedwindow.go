@@ -144,8 +144,8 @@ func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 // slot moved by by and the start of the first window with room for it.
 // Once one is pushed into a later window, every unit booked after it
 // moves by at least as much, so spacing that another limit (under All)
-// put between them is kept. See fixedwindow-rule.md in the notes, which
-// redislimit's script follows.
+// put between them is kept. redislimit's fixed-window script follows the
+// same rule.
 type fixedWindow struct {
 	limit int64
 	tol   int64 // a unit in the last tol of a window counts in the next one too
