@@ -122,7 +122,10 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     throttling is over), it returns to the best one.
 //   - Quota headers, when present, beat guessing: a stated limit replaces
 //     the estimate at once (see [Adaptive.Learn]). The rate becomes 97% of
-//     the limit per window, the window stated (IETF w), learned from
+//     the limit per window, less what other clients spend of it (what
+//     the upstream says was spent beyond the units this limiter had
+//     admitted over the last window: a 20% share is left to them, and
+//     costs no cut), over the window stated (IETF w), learned from
 //     resets stated as instants, or a refilling quota's period; a bucket
 //     that states its size and what remains but no rate (a GCRA) is
 //     steered by what remains. Bookings already made are laid out again at
@@ -201,6 +204,10 @@ type adaptiveKey struct {
 	spent   int            // units admitted since the steering began
 	refill  float64        // the refill last measured while the bucket was not full, or 0
 	samples []adaptiveFill // spent + remaining over the last span
+
+	// What other clients spend of the stated quotas: see adaptiveOthers.
+	oks   []admittedAt     // the units admitted over the last adaptiveOthersSpan, oldest first
+	peers []adaptiveOthers // one per quota name
 }
 
 // adaptiveFill is one reading of a bucket: units admitted so far plus
@@ -422,9 +429,15 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	if err != nil {
 		return err
 	}
-	end := now + min(int64(d), a.maxHold)
+	k.hold(now, now+min(int64(d), a.maxHold))
+	return nil
+}
+
+// hold moves every booking of k still in the future, and every new one,
+// later so that nothing is sent before end. Holds do not compound.
+func (k *adaptiveKey) hold(now, end int64) {
 	if end <= k.paused {
-		return nil
+		return
 	}
 	shift := end - max(now, k.paused)
 	k.paused = end
@@ -435,7 +448,6 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	if k.tat > now {
 		k.tat += shift
 	}
-	return nil
 }
 
 // Learn implements [Learner]: it counts the answer, and moves key's rate:
@@ -478,7 +490,8 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 // whether there was one: quota headers, when present, beat guessing.
 //
 //   - A quota whose window is known sets the rate at once to 97% of its
-//     limit per window. The window is the one stated (the IETF
+//     limit per window, less other clients' share (adaptiveOthers). The
+//     window is the one stated (the IETF
 //     RateLimit-Policy w); for a quota that refills continuously, its
 //     period; for resets stated as instants (window boundaries: httprate,
 //     go-limiter, GitHub), the window learned from successive resets, or
@@ -505,6 +518,9 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	}
 	_ = a.rec.Learn(ctx, key, Outcome{Latency: o.Latency, Statements: ss})
 	learned := a.rec.Stated(key)
+	if !o.Throttled {
+		k.admit(now, o.N)
+	}
 	best, steered := 0.0, false
 	for _, s := range ss {
 		w := s.Window
@@ -521,7 +537,8 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 		var r float64
 		switch {
 		case w > 0:
-			r = float64(s.Limit) / w.Seconds() * adaptiveStatedTarget
+			left := float64(s.Limit) - k.others(s, int64(w), !o.Throttled, now)
+			r = left / w.Seconds() * adaptiveStatedTarget
 		case s.Remaining >= 0:
 			r, steered = a.steer(k, s, o, now), true
 		default:
@@ -533,6 +550,17 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	}
 	if best == 0 {
 		return false
+	}
+	if !o.Throttled {
+		// An admitted answer with nothing left: nothing more before the
+		// reset, unless the window slides (what it counts drains all
+		// the time, and at the rate set it is at 0 now and then). The
+		// Transport does not pause the Adaptive for it.
+		for _, s := range ss {
+			if s.Remaining == 0 && s.Reset > 0 && !k.sliding(s) {
+				k.hold(now, now+min(int64(s.Reset), a.maxHold))
+			}
+		}
 	}
 	if k.scale == 0 {
 		k.scale = 1
