@@ -522,6 +522,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 		k.admit(now, o.N)
 	}
 	best, steered := 0.0, false
+	var held int64 // when an admitted answer with nothing left holds the key until, or 0
 	for _, s := range ss {
 		w := s.Window
 		if w == 0 && (s.Absolute || s.Refills) {
@@ -547,20 +548,29 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 		if best == 0 || r < best {
 			best = r
 		}
+		if sliding := w > 0 && k.sliding(s); !o.Throttled && s.Remaining == 0 && (s.Reset > 0 || sliding) {
+			// An admitted answer with nothing left: nothing more before
+			// the reset; in a sliding window, which drains all the time,
+			// nothing more until one unit has drained (a hold to the
+			// reset cost 5d 0.4–1.4 s a time, and at the rate set it is
+			// at 0 now and then; without the short hold, a run of answers
+			// at 0 ended in a 429 and httprate's 1 s Retry-After). The
+			// Transport does not pause the Adaptive for it. (httprate
+			// states a reset of 0 with its Date: the same second.)
+			from, d := now, s.Reset
+			if sliding {
+				// One unit's drain past the next slot: a hold that ends
+				// before it would change nothing.
+				from, d = max(now, k.gone+k.cost(1)), w/time.Duration(s.Limit)
+			}
+			held = max(held, from+min(int64(d), a.maxHold))
+		}
 	}
 	if best == 0 {
 		return false
 	}
-	if !o.Throttled {
-		// An admitted answer with nothing left: nothing more before the
-		// reset, unless the window slides (what it counts drains all
-		// the time, and at the rate set it is at 0 now and then). The
-		// Transport does not pause the Adaptive for it.
-		for _, s := range ss {
-			if s.Remaining == 0 && s.Reset > 0 && !k.sliding(s) {
-				k.hold(now, now+min(int64(s.Reset), a.maxHold))
-			}
-		}
+	if held > 0 {
+		k.hold(now, held)
 	}
 	if k.scale == 0 {
 		k.scale = 1

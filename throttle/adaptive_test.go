@@ -160,10 +160,13 @@ func TestAdaptiveSpentQuotaHoldsUnlessTheWindowSlides(t *testing.T) {
 		// giveBefore is the remaining stated by the 60 answers, 25 ms
 		// apart, before the one at 0.
 		giveBefore int
+		giveReset  time.Duration
 		wantDelay  time.Duration
 	}{
-		{name: "fixed window: what was spent fell at the boundary, so nothing before the reset", giveBefore: 40, wantDelay: 300 * time.Millisecond},
-		{name: "sliding window: a window's worth spent at every instant, so the pace goes on", giveBefore: 2, wantDelay: 0},
+		{name: "fixed window: what was spent fell at the boundary, so nothing before the reset", giveBefore: 40, giveReset: 300 * time.Millisecond, wantDelay: 300 * time.Millisecond},
+		{name: "fixed window at its reset: nothing to hold", giveBefore: 40, wantDelay: 0},
+		{name: "sliding window: a window's worth spent at every instant, so only until one unit has drained", giveBefore: 2, giveReset: 300 * time.Millisecond, wantDelay: time.Second / 48},
+		{name: "sliding window, reset stated as now (httprate, within Date's second): the same", giveBefore: 2, wantDelay: time.Second / 48},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +178,7 @@ func TestAdaptiveSpentQuotaHoldsUnlessTheWindowSlides(t *testing.T) {
 				require.NoError(t, a.Learn(ctx, "k", spent(tt.giveBefore, 500*time.Millisecond)))
 				clk.Advance(25 * time.Millisecond)
 			}
-			require.NoError(t, a.Learn(ctx, "k", spent(0, 300*time.Millisecond)))
+			require.NoError(t, a.Learn(ctx, "k", spent(0, tt.giveReset)))
 			r, err := a.Reserve(ctx, "k", 1, -1)
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantDelay, r.Delay)
