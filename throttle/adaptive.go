@@ -188,6 +188,7 @@ type adaptiveKey struct {
 	probed  bool    // the first unit, the probe, was booked
 	gone    int64   // the latest slot that has come
 	release int64   // while a quota is stated, the next unit leaves no sooner (see adaptiveBooking.Until)
+	zeros   int     // 1 when the last stated answer was admitted at 0 in a sliding window
 
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
@@ -523,6 +524,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	}
 	best, steered := 0.0, false
 	var held int64 // when an admitted answer with nothing left holds the key until, or 0
+	zero := false  // it is at 0 in a sliding window
 	for _, s := range ss {
 		w := s.Window
 		if w == 0 && (s.Absolute || s.Refills) {
@@ -559,8 +561,14 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 			// states a reset of 0 with its Date: the same second.)
 			from, d := now, s.Reset
 			if sliding {
-				// One unit's drain past the next slot: a hold that ends
-				// before it would change nothing.
+				// One unit's drain past the next slot (a hold that ends
+				// before it would change nothing), from the second
+				// answer at 0 in a row: a single one is the noise of a
+				// full window, and holding for each cost 5d ~3%.
+				zero = true
+				if k.zeros == 0 {
+					continue
+				}
 				from, d = max(now, k.gone+k.cost(1)), w/time.Duration(s.Limit)
 			}
 			held = max(held, from+min(int64(d), a.maxHold))
@@ -568,6 +576,9 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	}
 	if best == 0 {
 		return false
+	}
+	if k.zeros = 0; zero {
+		k.zeros = 1
 	}
 	if held > 0 {
 		k.hold(now, held)
