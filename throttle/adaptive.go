@@ -207,7 +207,7 @@ type adaptiveKey struct {
 	samples []adaptiveFill // spent + remaining over the last span
 
 	// What other clients spend of the stated quotas: see adaptiveOthers.
-	oks   []admittedAt     // the units admitted over the last adaptiveOthersSpan, oldest first
+	oks   []admittedAt     // the units admitted over the last adaptiveOthersWindow, oldest first
 	peers []adaptiveOthers // one per quota name
 }
 
@@ -564,7 +564,8 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 				// One unit's drain past the next slot (a hold that ends
 				// before it would change nothing), from the second
 				// answer at 0 in a row: a single one is the noise of a
-				// full window, and holding for each cost 5d ~3%.
+				// full window, and holding at each cost 5d 0.8 points of
+				// what was left used (medians 95.0% against 95.8%).
 				zero = true
 				if k.zeros == 0 {
 					continue
