@@ -57,6 +57,12 @@ func TestTransportBooksStatedQuota(t *testing.T) {
 			wantGaps:   []time.Duration{11 * time.Second, 5 * time.Second},                                                                     // then 2 per 10 s, the longest reset seen
 		},
 		{
+			name:       "an Adaptive alone holds a spent quota itself, without a pause",
+			giveOpts:   adaptiveOnly,
+			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"},
+			wantGaps:   []time.Duration{10*time.Second + 50*time.Millisecond, time.Second}, // the reset after the first unit's probe hold; then 2 per 10 s, below the floor of 1/s
+		},
+		{
 			name:       "token quotas are not booked",
 			giveOpts:   retryOnly,
 			giveHeader: []string{"X-RateLimit-Remaining-Tokens", "0", "X-RateLimit-Reset-Tokens", "30s"},
@@ -106,6 +112,12 @@ func TestTransportTeachesTheLimiter(t *testing.T) {
 
 func retryOnly(t *testing.T) []egress.Option {
 	return []egress.Option{egress.WithRetry(retryafter.Policy{}), egress.WithUpstream(mustUpstream(t))}
+}
+
+func adaptiveOnly(t *testing.T) []egress.Option {
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1000))
+	require.NoError(t, err)
+	return []egress.Option{egress.WithLimiter(a), egress.WithRetry(retryafter.Policy{})}
 }
 
 func oneASecond(t *testing.T) []egress.Option {

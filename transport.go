@@ -39,6 +39,7 @@ type Transport struct {
 	configured throttle.Limiter   // WithLimiter's: booked alone while upstream has heard nothing, and WithEstimate's parts
 	pauser     throttle.Pauser    // limiter, when it can pause keys
 	learner    throttle.Learner   // configured, when it learns
+	spends     bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
 	upstream   *throttle.Upstream // what the upstream states, per key
 	breaker    Breaker            // configured, when it is one, for Snapshot
 	queue      queue.Interface
@@ -94,6 +95,7 @@ func (t *Transport) follow() {
 	configured := t.limiter
 	t.configured = configured
 	t.learner, _ = configured.(throttle.Learner)
+	_, t.spends = configured.(*throttle.Adaptive)
 	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil {
 		return
@@ -577,8 +579,12 @@ func (c *call) pause(resp *http.Response, now time.Time) {
 	if c.t.pauser == nil {
 		return
 	}
-	if c.t.upstream != nil && !retryafter.Throttled(resp) {
-		return // the record holds a spent quota back without moving the schedule
+	if (c.t.upstream != nil || c.t.spends) && !retryafter.Throttled(resp) {
+		// The record holds a spent quota back without moving the
+		// schedule. The Adaptive holds it itself, except in a sliding
+		// window, which drains all the time: a 200 at remaining 0 from
+		// httprate paused it until the reset (5d: 0.4–1.4 s a time).
+		return
 	}
 	d, ok := c.t.policy.Pause(resp, now)
 	if !ok {

@@ -66,6 +66,9 @@ type simConfig struct {
 	// answers) that falls in [stall[0], stall[1]) until stall[1], as a
 	// stalled machine does.
 	stall [2]time.Duration
+	// others, with simWindow, is another client the limiter never sees,
+	// taking that many units a second, evenly, from the same window.
+	others float64
 }
 
 // The upstreams that state their quota.
@@ -85,6 +88,7 @@ const (
 type simResult struct {
 	admitted, throttled []int
 	rates               []float64 // the key's rate at the end of each 100 ms
+	others              int       // units the other client was admitted (simConfig.others)
 }
 
 // simulate runs c and returns what it counted.
@@ -103,6 +107,12 @@ func simulate(c simConfig) simResult {
 	hidden := float64(c.hidden)
 	tokens, last := float64(c.burst), time.Duration(0)
 	used, window := 0, time.Duration(-1)
+	roll := func(at time.Duration) {
+		if w := (at - c.phase + time.Second) / time.Second; w != window {
+			window, used = w, 0
+		}
+	}
+	var otherNext time.Duration
 	take := func() (bool, []Statement) {
 		if c.change != nil {
 			if h, ok := c.change(now); ok {
@@ -110,9 +120,14 @@ func simulate(c simConfig) simResult {
 			}
 		}
 		if c.headers == simWindow {
-			if w := (now - c.phase + time.Second) / time.Second; w != window {
-				window, used = w, 0
+			for ; c.others > 0 && otherNext <= now; otherNext += time.Duration(float64(time.Second) / c.others) {
+				roll(otherNext)
+				if used < c.hidden {
+					used++
+					res.others++
+				}
 			}
+			roll(now)
 			ok := used < c.hidden
 			if ok {
 				used++

@@ -150,3 +150,43 @@ func TestAdaptiveStatedFloorAndRecovery(t *testing.T) {
 	require.NoError(t, a.Learn(ctx, "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{recovered}}))
 	assert.InDelta(t, 100*0.97*0.98, a.Rate("k"), 1e-9, "the next statement replaces it at once, less the throttled answer's 2%")
 }
+
+func TestAdaptiveSpentQuotaHoldsUnlessTheWindowSlides(t *testing.T) {
+	spent := func(remaining int, reset time.Duration) throttle.Outcome {
+		return throttle.Outcome{N: 1, Statements: []throttle.Statement{{Name: "q", Unit: throttle.UnitRequests, Limit: 48, Remaining: remaining, Reset: reset, Window: time.Second}}}
+	}
+	tests := []struct {
+		name string
+		// giveBefore is the remaining stated by the 60 answers, 25 ms
+		// apart, before the one at 0.
+		giveBefore int
+		giveZeros  int // answers at 0 in a row, at the same instant
+		giveReset  time.Duration
+		wantDelay  time.Duration
+	}{
+		{name: "fixed window: what was spent fell at the boundary, so nothing before the reset", giveBefore: 40, giveZeros: 1, giveReset: 300 * time.Millisecond, wantDelay: 300 * time.Millisecond},
+		{name: "fixed window: holds do not compound", giveBefore: 40, giveZeros: 2, giveReset: 300 * time.Millisecond, wantDelay: 300 * time.Millisecond},
+		{name: "fixed window at its reset: nothing to hold", giveBefore: 40, giveZeros: 1, wantDelay: 0},
+		{name: "sliding window: a window's worth spent at every instant, so one answer at 0 is noise", giveBefore: 2, giveZeros: 1, giveReset: 300 * time.Millisecond, wantDelay: 0},
+		{name: "sliding window: from the second answer at 0, until one unit has drained", giveBefore: 2, giveZeros: 2, giveReset: 300 * time.Millisecond, wantDelay: time.Second / 48},
+		{name: "sliding window, reset stated as now (httprate, within Date's second): the same", giveBefore: 2, giveZeros: 2, wantDelay: time.Second / 48},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(clk.Now))
+			require.NoError(t, err)
+			ctx := context.Background()
+			for range 60 {
+				require.NoError(t, a.Learn(ctx, "k", spent(tt.giveBefore, 500*time.Millisecond)))
+				clk.Advance(25 * time.Millisecond)
+			}
+			for range tt.giveZeros {
+				require.NoError(t, a.Learn(ctx, "k", spent(0, tt.giveReset)))
+			}
+			r, err := a.Reserve(ctx, "k", 1, -1)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantDelay, r.Delay)
+		})
+	}
+}

@@ -1,0 +1,150 @@
+package throttle
+
+// Tuning of the estimate of other clients' spending (see adaptiveOthers).
+const (
+	// adaptiveOthersWindow is the longest stated window whose other
+	// clients are estimated: the estimate keeps the arrival of every
+	// unit admitted within one window, so it is kept for short windows
+	// only.
+	adaptiveOthersWindow = 10e9 // ns
+	// adaptiveOthersKept bounds the admitted units kept per key.
+	adaptiveOthersKept = 4096
+	// adaptiveOthersNoise is the estimate, in units per window, below
+	// which it is taken as noise (answers counted a little before or
+	// after the upstream counted them): 5a/5c, with no other client,
+	// lose utilization to a noise floor of one or two units.
+	adaptiveOthersNoise = 2
+)
+
+// adaptiveOthers estimates how many units of one stated quota's window
+// other clients, which this limiter never sees, spend: what the upstream
+// says was spent (limit less remaining) less the units this client had
+// admitted over the last window. Samples are gathered over spans of one
+// window.
+//
+//   - A sliding window's samples hover around the others' share (the
+//     counter weighs the window before as if it were spent evenly), so
+//     the estimate is their mean over the last span; the max would keep
+//     the noise (5d: 86% of what was left used with the max).
+//   - A fixed window's samples climb from about nothing after its
+//     boundary to the others' share at its end, so the estimate is the
+//     highest over the last span and the current one.
+//
+// The window is taken as sliding when what was spent never fell below
+// half the limit over the last span (a fixed window's boundary gives it
+// all back; at the pace of this limiter, a sliding one keeps a window's
+// worth spent at every instant). Only admitted answers are sampled: a
+// throttled answer's remaining of 0 bounds what others spent, it does
+// not measure it.
+type adaptiveOthers struct {
+	name string
+	from int64 // when the current span of samples began
+	cur  othersSpan
+	prev othersSpan // the span before cur, if it ended less than a window ago
+}
+
+// othersSpan sums the samples of one span.
+type othersSpan struct {
+	n         int
+	sum, high float64 // of the samples
+	low       int     // the least spent (limit less remaining) seen
+}
+
+// observe adds a sample taken at now for a window of w, when spent was
+// stated spent.
+func (o *adaptiveOthers) observe(now, w int64, spent int, sample float64) {
+	if o.cur.n == 0 || now-o.from >= w {
+		o.prev = othersSpan{}
+		if o.cur.n > 0 && now-o.from < 2*w {
+			o.prev = o.cur
+		}
+		o.cur, o.from = othersSpan{low: spent}, now
+	}
+	o.cur.n++
+	o.cur.sum += sample
+	o.cur.high = max(o.cur.high, sample)
+	o.cur.low = min(o.cur.low, spent)
+}
+
+// sliding reports whether the last span showed a sliding window.
+func (o *adaptiveOthers) sliding(limit int) bool {
+	return o.prev.n > 0 && o.prev.low >= limit/2
+}
+
+// units returns the units per window kept for other clients, at most
+// nine tenths of limit: a broken estimate slows the key, never stalls it.
+func (o *adaptiveOthers) units(limit int) float64 {
+	var u float64
+	switch {
+	case o.sliding(limit):
+		u = o.prev.sum / float64(o.prev.n)
+	default:
+		u = max(o.cur.high, o.prev.high)
+	}
+	if u < adaptiveOthersNoise {
+		return 0
+	}
+	return min(u, float64(limit)*0.9)
+}
+
+// admittedAt is the arrival of an admitted answer of n units.
+type admittedAt struct {
+	at int64
+	n  int
+}
+
+// admit records n units admitted at now, and forgets those older than
+// the span.
+func (k *adaptiveKey) admit(now int64, n int) {
+	i := 0
+	for i < len(k.oks) && now-k.oks[i].at > adaptiveOthersWindow {
+		i++
+	}
+	if len(k.oks)-i >= adaptiveOthersKept {
+		i++
+	}
+	k.oks = append(k.oks[i:], admittedAt{at: now, n: max(n, 1)})
+}
+
+// ownSince returns the units admitted after from.
+func (k *adaptiveKey) ownSince(from int64) int {
+	n := 0
+	for j := len(k.oks) - 1; j >= 0 && k.oks[j].at > from; j-- {
+		n += k.oks[j].n
+	}
+	return n
+}
+
+// others returns the units per window of s's quota kept for other
+// clients, after sampling s when it is the answer to an admitted unit.
+func (k *adaptiveKey) others(s Statement, w int64, ok bool, now int64) float64 {
+	if w <= 0 || w > adaptiveOthersWindow || s.Remaining < 0 || s.Refills {
+		return 0
+	}
+	i := -1
+	for j := range k.peers {
+		if k.peers[j].name == s.Name {
+			i = j
+		}
+	}
+	if i < 0 {
+		k.peers = append(k.peers, adaptiveOthers{name: s.Name})
+		i = len(k.peers) - 1
+	}
+	o := &k.peers[i]
+	if ok {
+		spent := s.Limit - s.Remaining
+		o.observe(now, w, spent, float64(spent-k.ownSince(now-w)))
+	}
+	return o.units(s.Limit)
+}
+
+// sliding reports whether s's quota was seen to be a sliding window.
+func (k *adaptiveKey) sliding(s Statement) bool {
+	for j := range k.peers {
+		if k.peers[j].name == s.Name {
+			return k.peers[j].sliding(s.Limit)
+		}
+	}
+	return false
+}
