@@ -591,7 +591,8 @@ func (q *statedQuota) level(now int64) int {
 // limit per window, or 0 (no pacing after the reset). The window is the
 // stated one; or, when resets are stated as instants (window boundaries,
 // as httprate and GitHub send them), the one learned from successive
-// resets, or until then the longest reset seen, a lower bound. A window
+// resets, or until then the longest reset seen rounded up to its
+// precision, a lower bound. A window
 // learned from resets stated as delays is not trusted: a GCRA upstream
 // (throttled/throttled) states its burst as the limit and the time to
 // refill it as the reset, and pacing that burst per learned window would
@@ -609,6 +610,9 @@ func (q *statedQuota) spacing() int64 {
 		w = q.window
 	default:
 		w = max(q.longest, int64(time.Millisecond))
+		if q.precision > 0 {
+			w = (w + q.precision - 1) / q.precision * q.precision // a window is no shorter than its precision
+		}
 	}
 	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
 	return (w + l - 1) / l
@@ -628,6 +632,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 	}
 	if from < q.reset {
 		if q.left >= n {
+			if q.unsure(from) {
+				return max(from, q.tat) // it may count in the next window
+			}
 			return from
 		}
 		if slot, ok := q.probe(from); ok {
@@ -666,6 +673,11 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
+		if q.unsure(slot) {
+			p.tatBefore = q.tat
+			q.tat = max(q.tat, slot) + int64(n)*q.spacing()
+			p.tatAfter = q.tat
+		}
 	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
 		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
 	case q.spacing() > 0:
@@ -694,10 +706,13 @@ func (q *statedQuota) give(p statedPart) {
 	case p.probe != 0 && q.probed == p.probe:
 		q.probed = math.MinInt64
 	case q.reset != p.reset:
-	case p.before:
-		q.left += p.n
-	case p.tatAfter != 0 && q.tat == p.tatAfter:
-		q.tat = p.tatBefore
+	default:
+		if p.before {
+			q.left += p.n
+		}
+		if p.tatAfter != 0 && q.tat == p.tatAfter {
+			q.tat = p.tatBefore
+		}
 	}
 }
 

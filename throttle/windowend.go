@@ -99,10 +99,21 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		q.reset = reset
 	}
 	if !q.sliding {
-		q.tat = max(q.tat, q.reset)
+		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
 	}
 	q.expires = a.now + maxHold
 	return true
+}
+
+// unsure reports whether a unit sent at slot, before q's reset, may be
+// counted in the window after it: slot is past the earliest the window
+// can end. Such a unit takes from what is left and from the pace after
+// the reset, so that it fits whichever window it lands in. Taken from
+// what was left alone, a first window's units that the configured
+// limiter held past its true end met a sliding counter's next window in a
+// herd (5a: 6 429s and a 1 s pause).
+func (q *statedQuota) unsure(slot int64) bool {
+	return q.stamp != math.MinInt64 && slot >= q.stamp+q.lo && q.spacing() > 0
 }
 
 // bound narrows q's bounds on where the window stamp ends with the answer
@@ -115,8 +126,17 @@ func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
 	if a.sent != math.MinInt64 {
 		lo = max(lo, a.sent-stamp)
 	}
-	if q.window > 0 {
+	switch {
+	case q.window > 0:
 		hi = min(hi, a.now-stamp+q.window)
+	case stamp > a.now:
+		// No window learned yet: take it to be the time the answer
+		// states is left, rounded up to the precision (a 1 s window
+		// stated to the second: at most a second). A longer window
+		// answered late in its life makes this early; the answers that
+		// contradict it start the bounds over. Holding to the latest
+		// end instead cost 5c up to a second in its first window.
+		hi = min(hi, a.now-stamp+(stamp-a.now+p-1)/p*p)
 	}
 	if prev != math.MinInt64 {
 		hi = min(hi, a.now-prev)
