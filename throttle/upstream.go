@@ -615,6 +615,13 @@ func (q *statedQuota) spacing() int64 {
 		}
 	}
 	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
+	if q.sliding && l > 1 {
+		// A sliding counter paced at its limit counts the limit at
+		// every instant: any send the clock's jitter puts ahead of the
+		// pace is refused, and a 429's Retry-After pauses the key (a
+		// second on 5a). One unit of headroom a window.
+		l--
+	}
 	return (w + l - 1) / l
 }
 

@@ -336,7 +336,8 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 	assert.Equal(t, ms(900), delays(t, u, 1), "a fixed window, as far as anyone knows: wait for the reset")
 	clk.Advance(20 * time.Millisecond)
 	learn(1, 880*time.Millisecond) // sent after the first answer arrived, and more is left: it refills
-	assert.Equal(t, ms(0, 980, 1080), delays(t, u, 3), "the one left now, then 10 per second")
+	assert.Equal(t, []time.Duration{0, 980 * time.Millisecond, 980*time.Millisecond + (time.Second+8)/9}, delays(t, u, 3),
+		"the one left now, then 9 per second: a unit of headroom below a sliding counter's limit")
 }
 
 // A quota that refills before its reset with no window to pace at (a

@@ -125,7 +125,8 @@ func TestUpstreamTellsASlidingCounterAtItsBoundary(t *testing.T) {
 	}
 	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 1, false) // 1 left after the boundary: not back
 	p.answer(1310*time.Millisecond, 1306*time.Millisecond, 2, 0, false)
-	assert.Equal(t, ms(0, 100), delays(t, p.u, 2), "at 10 per second, from now: nothing was booked after the window's earliest end (1 s); no probe")
+	assert.Equal(t, []time.Duration{0, (time.Second + 8) / 9}, delays(t, p.u, 2),
+		"at 9 per second (a unit of headroom), from now: nothing was booked after the window's earliest end (1 s); no probe")
 }
 
 // A unit booked while units are left, for a slot past the earliest the
