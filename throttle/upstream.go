@@ -120,6 +120,12 @@ type Outcome struct {
 	Latency time.Duration
 	// Statements are the quotas the response stated, if any.
 	Statements []Statement
+	// Unbooked is how many other requests to the upstream were sent
+	// without being booked on the [Upstream] record (a Transport books
+	// on it only once it has heard a quota) and were not yet answered
+	// when this answer arrived: what the statements say is left is
+	// theirs first. Only the record reads it.
+	Unbooked int
 }
 
 // Learner is implemented by limiters that learn from the upstream's
@@ -399,7 +405,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered = now
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1)}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}
@@ -419,6 +425,20 @@ type arrival struct {
 	wall time.Time // now, on the wall clock: what Statement.ResetAt is compared with
 	ok   bool      // the upstream admitted the request
 	n    int       // the units it took when admitted
+	// unbooked is Outcome.Unbooked: requests in flight that no booking
+	// here counts, taken off what a statement in requests says is left.
+	unbooked int
+}
+
+// inFlight returns the units of unit in flight before t that a statement
+// arrived as a must cover: those booked here, and, for a quota in
+// requests, those sent before the record heard anything.
+func (k *statedKey) inFlight(unit string, t int64, a arrival) int {
+	n := k.before(unit, t)
+	if unit == UnitRequests {
+		n += a.unbooked
+	}
+	return n
 }
 
 // record merges the statement s, arrived as a says, into k, and reports
@@ -464,7 +484,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	q.stamp = math.MinInt64
 	left := math.MaxInt
 	if s.Remaining >= 0 {
-		left = s.Remaining - k.before(unit, reset)
+		left = s.Remaining - k.inFlight(unit, reset, a)
 	}
 	p := max(precision, q.precision)
 	switch {

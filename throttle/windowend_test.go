@@ -146,3 +146,33 @@ func TestUpstreamPacesUnitsThatMayLandInTheNextWindow(t *testing.T) {
 	}
 	assert.Equal(t, ms(100, 100, 650, 750, 850), got, "two before the earliest end at once; three after it, 1 s / 10 apart")
 }
+
+// A window stated longer than about its precision keeps the latest end
+// until the answers narrow it: the stated time left (29.6 s) is no bound
+// on the window, and the doubt costs it at most a precision once.
+func TestUpstreamHoldsALongWindowToItsLatestEnd(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 30, 0, false)
+	assert.Equal(t, 30600*time.Millisecond, p.next(), "the stated reset (30 s) plus its precision")
+}
+
+// Answers to requests in flight together arrive in any order: the lowest
+// remaining stands, less what is in flight when the latest of them
+// arrives, not the lowest of what each left at its own arrival (which
+// counts twice a request handled before the lowest statement and
+// answered after it).
+func TestUpstreamConcurrentAnswersCountWhatIsInFlightNow(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	learn := func(at time.Duration, remaining, unbooked int) {
+		t.Helper()
+		p.clk.Set(p.base.Add(at))
+		resetAt := p.base.Add(time.Second)
+		s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: 10, Remaining: remaining,
+			Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+		require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: unbooked, Latency: at - 395*time.Millisecond, Statements: []throttle.Statement{s}}))
+	}
+	learn(400*time.Millisecond, 5, 3) // handled fifth of 8 sent at once; 3 still in flight
+	assert.Equal(t, 2, p.u.Stated("k")[0].Remaining)
+	learn(401*time.Millisecond, 7, 2) // handled third, answered late; 2 still in flight
+	assert.Equal(t, 3, p.u.Stated("k")[0].Remaining, "5 stated, 2 in flight")
+}
