@@ -41,20 +41,24 @@ type Transport struct {
 	learner    throttle.Learner   // configured, when it learns
 	spends     bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
 	upstream   *throttle.Upstream // what the upstream states, per key
-	breaker    Breaker            // configured, when it is one, for Snapshot
-	queue      queue.Interface
-	slots      *queue.Queue // queue, when it is one: its Slots cost no allocation
-	policy     retryafter.Policy
-	retry      bool // WithRetry was given
-	keyOf      func(*http.Request) string
-	costOf     func(*http.Request) int
-	estimate   func(*http.Request) ([]int, error) // WithEstimate: costs per part
-	units      map[string][]int                   // WithUnits: the parts each unit of the upstream's quotas adds up, or nil for the default
-	actual     func(*http.Response) ([]int, bool)
-	maxWait    time.Duration
-	observer   Observer
-	epoch      time.Time // NewTransport's: attempts' send times are read against it
-	wall       atomic.Pointer[wallClock]
+	// unheard counts attempts sent before the record heard anything
+	// (not booked on it) and not yet answered: the first statements'
+	// remaining is theirs first (Outcome.Unbooked).
+	unheard  atomic.Int64
+	breaker  Breaker // configured, when it is one, for Snapshot
+	queue    queue.Interface
+	slots    *queue.Queue // queue, when it is one: its Slots cost no allocation
+	policy   retryafter.Policy
+	retry    bool // WithRetry was given
+	keyOf    func(*http.Request) string
+	costOf   func(*http.Request) int
+	estimate func(*http.Request) ([]int, error) // WithEstimate: costs per part
+	units    map[string][]int                   // WithUnits: the parts each unit of the upstream's quotas adds up, or nil for the default
+	actual   func(*http.Response) ([]int, bool)
+	maxWait  time.Duration
+	observer Observer
+	epoch    time.Time // NewTransport's: attempts' send times are read against it
+	wall     atomic.Pointer[wallClock]
 
 	sent, retries, refused, pauses atomic.Uint64
 }
@@ -235,10 +239,13 @@ type call struct {
 	// recorded is set when this attempt's units were booked on the
 	// upstream's record: only then does its answer take them off.
 	recorded bool
-	attempt  int
-	body     io.ReadCloser // the body of the next attempt, until it is sent
-	fresh    bool          // body came from GetBody, not from req
-	queued   time.Duration // time spent in the queue's line
+	// unheard is set when this attempt was booked on the configured
+	// limiter alone, because the record had heard nothing yet.
+	unheard bool
+	attempt int
+	body    io.ReadCloser // the body of the next attempt, until it is sent
+	fresh   bool          // body came from GetBody, not from req
+	queued  time.Duration // time spent in the queue's line
 	// began is when the call first waited (in line, for its slot, or on
 	// the wire), as time since the Transport's epoch, if begun: a
 	// refusal's Elapsed counts from it.
@@ -301,6 +308,9 @@ func (c *call) run() (*http.Response, error) {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
+		if c.unheard {
+			c.t.unheard.Add(1) // sent, and answered (learn) or failed: learn takes it off
+		}
 		resp, took, now, err := c.send()
 		if err != nil {
 			c.learn(nil, 0, now)
@@ -337,11 +347,12 @@ func (c *call) run() (*http.Response, error) {
 // book reserves the call's units and waits for their slot.
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
-	c.recorded = false
+	c.recorded, c.unheard = false, false
 	if c.t.upstream != nil && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
 		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both.
 		l = c.t.configured
+		c.unheard = c.costs == nil
 	}
 	if l == nil || c.cost == 0 {
 		c.waited(0)
@@ -510,10 +521,17 @@ func (c *call) outgoing() *http.Request {
 // states a quota or pauses the key ([throttle.Upstream.Heard]): until
 // then nothing was booked on it.
 func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) {
+	unheard := 0
+	if c.unheard {
+		c.unheard = false
+		unheard = int(max(c.t.unheard.Add(-1), 0))
+	} else if c.t.upstream != nil {
+		unheard = int(max(c.t.unheard.Load(), 0))
+	}
 	if c.t.learner == nil && c.t.upstream == nil {
 		return
 	}
-	o := throttle.Outcome{Failed: resp == nil, Latency: latency}
+	o := throttle.Outcome{Failed: resp == nil, Latency: latency, Unbooked: unheard}
 	if c.cost > 0 {
 		o.N = c.cost
 	}

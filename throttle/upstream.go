@@ -120,6 +120,12 @@ type Outcome struct {
 	Latency time.Duration
 	// Statements are the quotas the response stated, if any.
 	Statements []Statement
+	// Unbooked is how many other requests to the upstream were sent
+	// without being booked on the [Upstream] record (a Transport books
+	// on it only once it has heard a quota) and were not yet answered
+	// when this answer arrived: what the statements say is left is
+	// theirs first. Only the record reads it.
+	Unbooked int
 }
 
 // Learner is implemented by limiters that learn from the upstream's
@@ -399,7 +405,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered = now
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1)}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}
@@ -419,6 +425,20 @@ type arrival struct {
 	wall time.Time // now, on the wall clock: what Statement.ResetAt is compared with
 	ok   bool      // the upstream admitted the request
 	n    int       // the units it took when admitted
+	// unbooked is Outcome.Unbooked: requests in flight that no booking
+	// here counts, taken off what a statement in requests says is left.
+	unbooked int
+}
+
+// inFlight returns the units of unit in flight before t that a statement
+// arrived as a must cover: those booked here, and, for a quota in
+// requests, those sent before the record heard anything.
+func (k *statedKey) inFlight(unit string, t int64, a arrival) int {
+	n := k.before(unit, t)
+	if unit == UnitRequests {
+		n += a.unbooked
+	}
+	return n
 }
 
 // record merges the statement s, arrived as a says, into k, and reports
@@ -464,7 +484,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	q.stamp = math.MinInt64
 	left := math.MaxInt
 	if s.Remaining >= 0 {
-		left = s.Remaining - k.before(unit, reset)
+		left = s.Remaining - k.inFlight(unit, reset, a)
 	}
 	p := max(precision, q.precision)
 	switch {
@@ -591,7 +611,8 @@ func (q *statedQuota) level(now int64) int {
 // limit per window, or 0 (no pacing after the reset). The window is the
 // stated one; or, when resets are stated as instants (window boundaries,
 // as httprate and GitHub send them), the one learned from successive
-// resets, or until then the longest reset seen, a lower bound. A window
+// resets, or until then the longest reset seen rounded up to its
+// precision, a lower bound. A window
 // learned from resets stated as delays is not trusted: a GCRA upstream
 // (throttled/throttled) states its burst as the limit and the time to
 // refill it as the reset, and pacing that burst per learned window would
@@ -609,8 +630,18 @@ func (q *statedQuota) spacing() int64 {
 		w = q.window
 	default:
 		w = max(q.longest, int64(time.Millisecond))
+		if q.precision > 0 {
+			w = (w + q.precision - 1) / q.precision * q.precision // a window is no shorter than its precision
+		}
 	}
 	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
+	if q.sliding && l > 1 {
+		// A sliding counter paced at its limit counts the limit at
+		// every instant: any send the clock's jitter puts ahead of the
+		// pace is refused, and a 429's Retry-After pauses the key (a
+		// second on 5a). One unit of headroom a window.
+		l--
+	}
 	return (w + l - 1) / l
 }
 
@@ -628,6 +659,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 	}
 	if from < q.reset {
 		if q.left >= n {
+			if q.unsure(from) {
+				return max(from, q.tat) // it may count in the next window
+			}
 			return from
 		}
 		if slot, ok := q.probe(from); ok {
@@ -666,6 +700,11 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 	case slot < q.reset && q.left >= n:
 		q.left -= n
 		p.before = true
+		if q.unsure(slot) {
+			p.tatBefore = q.tat
+			q.tat = max(q.tat, slot) + int64(n)*q.spacing()
+			p.tatAfter = q.tat
+		}
 	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
 		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
 	case q.spacing() > 0:
@@ -694,10 +733,13 @@ func (q *statedQuota) give(p statedPart) {
 	case p.probe != 0 && q.probed == p.probe:
 		q.probed = math.MinInt64
 	case q.reset != p.reset:
-	case p.before:
-		q.left += p.n
-	case p.tatAfter != 0 && q.tat == p.tatAfter:
-		q.tat = p.tatBefore
+	default:
+		if p.before {
+			q.left += p.n
+		}
+		if p.tatAfter != 0 && q.tat == p.tatAfter {
+			q.tat = p.tatBefore
+		}
 	}
 }
 

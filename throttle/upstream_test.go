@@ -336,7 +336,8 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 	assert.Equal(t, ms(900), delays(t, u, 1), "a fixed window, as far as anyone knows: wait for the reset")
 	clk.Advance(20 * time.Millisecond)
 	learn(1, 880*time.Millisecond) // sent after the first answer arrived, and more is left: it refills
-	assert.Equal(t, ms(0, 980, 1080), delays(t, u, 3), "the one left now, then 10 per second")
+	assert.Equal(t, []time.Duration{0, 980 * time.Millisecond, 980*time.Millisecond + (time.Second+8)/9}, delays(t, u, 3),
+		"the one left now, then 9 per second: a unit of headroom below a sliding counter's limit")
 }
 
 // A quota that refills before its reset with no window to pace at (a
@@ -387,4 +388,25 @@ func TestUpstreamHeard(t *testing.T) {
 			assert.Equal(t, tt.want, u.Heard())
 		})
 	}
+}
+
+// Requests sent before the record heard anything were not booked on it,
+// yet a statement's remaining is theirs first: those still in flight
+// (Outcome.Unbooked) are taken off what is left. Without it, the first
+// window of 5c at 25% too high met 6 429s.
+func TestUpstreamCountsRequestsItDidNotBook(t *testing.T) {
+	u, err := throttle.NewUpstream()
+	require.NoError(t, err)
+	require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 7, Statements: []throttle.Statement{requests(48, 20, time.Second, time.Second)}}))
+	got := u.Stated("k")
+	require.Len(t, got, 1)
+	assert.Equal(t, 13, got[0].Remaining, "20 left, 7 of them for the requests in flight")
+
+	p := newPhasedWindows(t, 48)
+	p.clk.Set(p.base.Add(400 * time.Millisecond))
+	resetAt := p.base.Add(time.Second)
+	s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: 48, Remaining: 20,
+		Reset: 600 * time.Millisecond, Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 7, Latency: time.Millisecond, Statements: []throttle.Statement{s}}))
+	assert.Equal(t, 13, p.u.Stated("k")[0].Remaining, "the same for a window stated to the second")
 }

@@ -85,24 +85,38 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	q.bound(a, stamp, prev, p)
 	reset := stamp + q.hi
 	q.others.observe(q, s, a)
-	left := math.MaxInt
-	if s.Remaining >= 0 {
-		left = s.Remaining - k.before(q.unit, reset) - q.others.until(reset-a.now)
+	leftOf := func(raw int) int {
+		if raw < 0 {
+			return math.MaxInt
+		}
+		return raw - k.inFlight(q.unit, reset, a) - q.others.until(reset-a.now)
 	}
+	left := leftOf(s.Remaining)
 	if fresh {
 		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, p, a.sent, s.Remaining, a.now
 	} else {
-		q.merge(left, s.Remaining, a)
+		q.merge(s.Remaining, a, leftOf)
 		if q.tat == q.reset {
 			q.tat = reset
 		}
 		q.reset = reset
 	}
 	if !q.sliding {
-		q.tat = max(q.tat, q.reset)
+		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
 	}
 	q.expires = a.now + maxHold
 	return true
+}
+
+// unsure reports whether a unit sent at slot, before q's reset, may be
+// counted in the window after it: slot is past the earliest the window
+// can end. Such a unit takes from what is left and from the pace after
+// the reset, so that it fits whichever window it lands in. Taken from
+// what was left alone, a first window's units that the configured
+// limiter held past its true end met a sliding counter's next window in a
+// herd (5a: 6 429s and a 1 s pause).
+func (q *statedQuota) unsure(slot int64) bool {
+	return q.stamp != math.MinInt64 && slot >= q.stamp+q.lo && q.spacing() > 0
 }
 
 // bound narrows q's bounds on where the window stamp ends with the answer
@@ -115,8 +129,20 @@ func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
 	if a.sent != math.MinInt64 {
 		lo = max(lo, a.sent-stamp)
 	}
-	if q.window > 0 {
+	switch {
+	case q.window > 0:
 		hi = min(hi, a.now-stamp+q.window)
+	case stamp > a.now && q.longest <= 2*p:
+		// No window learned yet, and none stated longer than about the
+		// precision: take it to be the time the answer states is left,
+		// rounded up to the precision (a 1 s window stated to the
+		// second: a second). A longer window answered late in its life
+		// would make this early; the answers that contradict it start
+		// the bounds over. A window stated longer (GitHub's hour) keeps
+		// the latest end, which costs it at most a precision once.
+		// Holding a 1 s window to its latest end cost 5c up to a second
+		// in its first window.
+		hi = min(hi, a.now-stamp+(stamp-a.now+p-1)/p*p)
 	}
 	if prev != math.MinInt64 {
 		hi = min(hi, a.now-prev)
@@ -162,23 +188,29 @@ func (q *statedQuota) probe(from int64) (int64, bool) {
 	return slot, slot < q.reset
 }
 
-// merge takes left and raw, a statement of the window q holds, arrived
-// as a says. An answer to a request sent after the answer that set q's
-// figures arrived saw everything that one saw, so it wins, and a
-// remaining that grew marks a sliding window (a fixed window's never
-// grows). Answers to requests in flight together may have been handled
-// in either order: the lower remaining wins.
-func (q *statedQuota) merge(left, raw int, a arrival) {
+// merge takes raw, the remaining of a statement of the window q holds,
+// arrived as a says; leftOf turns a remaining into what may still be
+// booked, less what is in flight now. An answer to a request sent after
+// the answer that set q's figures arrived saw everything that one saw,
+// so it wins, and a remaining that grew marks a sliding window (a fixed
+// window's never grows). Answers to requests in flight together may have
+// been handled in either order: the lower remaining wins, less what is
+// in flight now. (The lowest of what each left at its arrival would
+// count twice a request handled before the lowest statement but
+// answered after it: with 31 requests in flight unbooked at the start,
+// 5a lost a third of its first window so.)
+func (q *statedQuota) merge(raw int, a arrival, leftOf func(int) int) {
 	if a.sent != math.MinInt64 && a.sent >= q.sent && a.sent >= q.heardAt {
 		if raw > q.raw && q.raw >= 0 {
 			q.sliding = true
 		}
-		q.left, q.sent, q.raw, q.heardAt = left, a.sent, raw, a.now
+		q.left, q.sent, q.raw, q.heardAt = leftOf(raw), a.sent, raw, a.now
 		return
 	}
-	if left < q.left {
-		q.left, q.raw = left, raw
+	if raw >= 0 && (q.raw < 0 || raw < q.raw) {
+		q.raw = raw
 	}
+	q.left = leftOf(q.raw)
 	if a.sent != math.MinInt64 {
 		q.sent = max(q.sent, a.sent)
 	}

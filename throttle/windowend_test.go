@@ -51,14 +51,16 @@ func (p *phasedWindows) next() time.Duration {
 
 // A reset stated to the second may be a second early: the record holds
 // the key until the latest the window can end, then learns where it
-// ends from the answers on either side of the boundary.
+// ends from the answers on either side of the boundary. Before a window
+// is learned, the first answer bounds the end too: the window is taken
+// to be what the answer states is left, rounded up to the precision.
 func TestUpstreamLearnsWhereAWindowEnds(t *testing.T) {
 	p := newPhasedWindows(t, 10)
-	p.answer(100*time.Millisecond, 90*time.Millisecond, 1, 0, false)
-	assert.Equal(t, 1900*time.Millisecond, p.next(), "the stated reset (1 s) plus its precision")
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 0, false)
+	assert.Equal(t, time.Second, p.next(), "0.6 s stated left, rounded up to a 1 s window from the answer's arrival: 1.4 s, not the latest end 2 s")
 
 	p.answer(1200*time.Millisecond, 1190*time.Millisecond, 1, 0, true)
-	assert.Equal(t, 800*time.Millisecond, p.next(), "handled in the old window: its end is later than 1.19 s, which says nothing new here")
+	assert.Equal(t, 200*time.Millisecond, p.next(), "handled in the old window: its end is later than 1.19 s, which says nothing new here")
 
 	p.answer(1350*time.Millisecond, 1340*time.Millisecond, 2, 9, false)
 	got := p.u.Stated("k")
@@ -118,10 +120,59 @@ func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
 func TestUpstreamTellsASlidingCounterAtItsBoundary(t *testing.T) {
 	p := newPhasedWindows(t, 10)
 	for i := range 10 { // the whole window is ours
-		at := time.Duration(100+10*i) * time.Millisecond
+		at := time.Duration(400+10*i) * time.Millisecond
 		p.answer(at, at-5*time.Millisecond, 1, 9-i, false)
 	}
 	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 1, false) // 1 left after the boundary: not back
 	p.answer(1310*time.Millisecond, 1306*time.Millisecond, 2, 0, false)
-	assert.Equal(t, ms(690, 790), delays(t, p.u, 2), "at 10 per second from where the first window's bookings ended (2 s), no probe")
+	assert.Equal(t, []time.Duration{0, (time.Second + 8) / 9}, delays(t, p.u, 2),
+		"at 9 per second (a unit of headroom), from now: nothing was booked after the window's earliest end (1 s); no probe")
+}
+
+// A unit booked while units are left, for a slot past the earliest the
+// window can end (a configured limiter may hold it there), may land in
+// the next window: it takes from what is left and from the pace after
+// the reset, so that it fits either window. Units booked before the
+// earliest end take from what is left alone.
+func TestUpstreamPacesUnitsThatMayLandInTheNextWindow(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 5, false) // ends after 1 s, at or before 1.4 s
+	var got []time.Duration
+	for _, after := range []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 650 * time.Millisecond, 650 * time.Millisecond, 650 * time.Millisecond} {
+		r, err := p.u.ReserveAfter(context.Background(), "k", 1, after, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		got = append(got, r.Delay)
+	}
+	assert.Equal(t, ms(100, 100, 650, 750, 850), got, "two before the earliest end at once; three after it, 1 s / 10 apart")
+}
+
+// A window stated longer than about its precision keeps the latest end
+// until the answers narrow it: the stated time left (29.6 s) is no bound
+// on the window, and the doubt costs it at most a precision once.
+func TestUpstreamHoldsALongWindowToItsLatestEnd(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 30, 0, false)
+	assert.Equal(t, 30600*time.Millisecond, p.next(), "the stated reset (30 s) plus its precision")
+}
+
+// Answers to requests in flight together arrive in any order: the lowest
+// remaining stands, less what is in flight when the latest of them
+// arrives, not the lowest of what each left at its own arrival (which
+// counts twice a request handled before the lowest statement and
+// answered after it).
+func TestUpstreamConcurrentAnswersCountWhatIsInFlightNow(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	learn := func(at time.Duration, remaining, unbooked int) {
+		t.Helper()
+		p.clk.Set(p.base.Add(at))
+		resetAt := p.base.Add(time.Second)
+		s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: 10, Remaining: remaining,
+			Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+		require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: unbooked, Latency: at - 395*time.Millisecond, Statements: []throttle.Statement{s}}))
+	}
+	learn(400*time.Millisecond, 5, 3) // handled fifth of 8 sent at once; 3 still in flight
+	assert.Equal(t, 2, p.u.Stated("k")[0].Remaining)
+	learn(401*time.Millisecond, 7, 2) // handled third, answered late; 2 still in flight
+	assert.Equal(t, 3, p.u.Stated("k")[0].Remaining, "5 stated, 2 in flight")
 }
