@@ -109,16 +109,6 @@ func (g grid) index(t int64) int64 { return floorDiv(t+g.phase, g.w) }
 // start returns where window i begins.
 func (g grid) start(i int64) int64 { return i*g.w - g.phase }
 
-// indexFrom is index(t), found without a division when t lies in window
-// i, as it does for nearly every call at the cursor (fixedwindow Allow on
-// 1 key ≤ 1.0× x/time/rate fails with two divisions per call).
-func (g grid) indexFrom(i, t int64) int64 {
-	if d := t - g.start(i); d >= 0 && d < g.w {
-		return i
-	}
-	return g.index(t)
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -187,7 +177,7 @@ func (f *fixedWindow) inTail(t int64) bool {
 
 func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
-	for j := max(f.g.indexFrom(s.idx, t), s.idx); ; j++ {
+	for j := max(f.g.index(t), s.idx); ; j++ {
 		if f.count(s, j)+int64(n) <= f.limit {
 			return max(t, f.g.start(j))
 		}
@@ -208,7 +198,7 @@ func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ 
 // count1 counts n units at t, which is not before the cursor's window,
 // and moves the cursor there.
 func (f *fixedWindow) count1(s *fixedState, t, n int64) {
-	switch j := f.g.indexFrom(s.idx, t); {
+	switch j := f.g.index(t); {
 	case j == s.idx:
 		s.cnt += n
 	case j == s.idx+1:
