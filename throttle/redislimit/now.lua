@@ -5,25 +5,19 @@
 -- frozen time: 0 in production, where the script reads TIME. A negative
 -- one freezes the time at -ARGV[2] and turns the fast path off (see
 -- fastpath.lua).
---
--- Keys expire in real time, also while a test holds the time frozen:
--- then they are kept an hour longer (keep, in ms), so that a slow test
--- never sees one expire under it.
---
--- Numbers from strings: arithmetic converts a string once, where Lua
--- 5.1's tonumber converts it twice (lua_isnumber, then lua_tonumber),
--- each a strtod. Speed only: Redis decisions/s ≥ 0.9× redis_rate
--- (bench/micro RedisDecision); fastpath.lua does the same.
-local now, fast, keep = 0, true, 0
-if ARGV[2] ~= '0' then
-  now, keep = tonumber(ARGV[2]), 3600 * 1000
-  fast = now >= 0
-  if not fast then now = -now end
-end
+local now = tonumber(ARGV[2])
+local fast = now >= 0
+if not fast then now = -now end
 if now == 0 then
   local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+
+-- Keys expire in real time, also while a test holds the time frozen:
+-- then they are kept an hour longer, so that a slow test never sees one
+-- expire under it.
+local keep = 0
+if ARGV[2] ~= '0' then keep = 3600 * 1000 end
 
 -- millis returns ttl microseconds as whole milliseconds, rounded up, for
 -- a key's TTL.
