@@ -331,10 +331,8 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
+	k, now, err := a.lock(key)
 	defer a.mu.Unlock()
-	now := a.clock()
-	k, err := a.key(key, now)
 	if err != nil {
 		return nil, err
 	}
@@ -423,10 +421,8 @@ func (a *Adaptive) Pause(ctx context.Context, key string, d time.Duration) error
 	if ctx == nil {
 		return errNilContext
 	}
-	a.mu.Lock()
+	k, now, err := a.lock(key)
 	defer a.mu.Unlock()
-	now := a.clock()
-	k, err := a.key(key, now)
 	if err != nil {
 		return err
 	}
@@ -451,6 +447,15 @@ func (k *adaptiveKey) hold(now, end int64) {
 	}
 }
 
+// lock locks a and returns key's state, added if new, and the time. The
+// caller unlocks a.mu, on an error too.
+func (a *Adaptive) lock(key string) (*adaptiveKey, int64, error) {
+	a.mu.Lock()
+	now := a.clock()
+	k, err := a.key(key, now)
+	return k, now, err
+}
+
 // Learn implements [Learner]: it counts the answer, and moves key's rate:
 // at once to what a quota in requests states, if o states one, and
 // otherwise by the cut and climb of a limit it must guess.
@@ -461,10 +466,8 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 	if o.Failed {
 		return nil // no answer: nothing learned about the limit
 	}
-	a.mu.Lock()
+	k, now, err := a.lock(key)
 	defer a.mu.Unlock()
-	now := a.clock()
-	k, err := a.key(key, now)
 	if err != nil {
 		return err
 	}

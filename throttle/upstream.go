@@ -29,22 +29,17 @@ type Statement struct {
 	// Unit is what the quota counts: [UnitRequests], or another unit
 	// ("tokens", "input-tokens") that only [Upstream.ReserveUnits] books.
 	Unit string
-	// Limit is Quota.Limit: the size per window, or -1.
-	Limit int
-	// Remaining is Quota.Remaining: what is left before Reset, or -1.
-	Remaining int
-	// Reset is Quota.Reset: how long after the response arrived the quota
-	// returns, or 0.
-	Reset time.Duration
-	// Window is Quota.Window: the stated window (IETF w), or 0.
-	Window time.Duration
-	// Absolute is Quota.Absolute: the reset was stated as an instant, as
-	// limiters with fixed window boundaries state it.
-	Absolute bool
-	// Refills is Quota.Refills: the quota refills continuously until
-	// Reset, as a token bucket ("R left now, L more per period"), rather
-	// than at a window boundary.
-	Refills bool
+	// Limit, Remaining, Reset, Window, Absolute and Refills are the
+	// Quota fields of the same names: the size per window and what is
+	// left before Reset (each -1 when not stated); how long after the
+	// response arrived the quota returns (0 when not stated); the stated
+	// window (IETF w, or 0); whether the reset was stated as an instant,
+	// as limiters with fixed window boundaries state it; and whether the
+	// quota refills continuously until Reset, as a token bucket ("R left
+	// now, L more per period"), rather than at a window boundary.
+	Limit, Remaining  int
+	Reset, Window     time.Duration
+	Absolute, Refills bool
 	// ResetAt and Precision are Quota's: the reset as an instant on the
 	// wall clock, at or after the true one, and how finely it was stated.
 	// When both are set on an Absolute statement, its window is named by
