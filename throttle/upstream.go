@@ -327,6 +327,7 @@ type statedQuota struct {
 	probed    int64 // the stamp of the window a probe was booked in
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	others    otherClients
+	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
 	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64 // when the statement stops holding anything back
 }
@@ -478,6 +479,15 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
+	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit) {
+		if r := q.bucketRate(); r > 0 {
+			spoke := now
+			if sent != math.MinInt64 {
+				spoke = now - (now-sent)/2
+			}
+			q.meter.anchor(k, unit, now, spoke, s.Remaining, q.limit, a.unbooked, r)
+		}
+	}
 	if stamp, p, ok := phased(s, a, maxHold); ok {
 		return k.recordPhased(q, s, a, stamp, p, maxHold)
 	}
@@ -657,6 +667,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		}
 		return max(from, q.tat-q.period+q.cost(n)+q.gap)
 	}
+	if r := q.bucketRate(); r > 0 {
+		return q.meter.earliest(from, n, q.limit, r)
+	}
 	if from < q.reset {
 		if q.left >= n {
 			if q.unsure(from) {
@@ -689,8 +702,17 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 // how to give them back.
 func (q *statedQuota) book(slot int64, n int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
+	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
+	case r > 0:
+		p.meterBefore = q.meter.tat
+		q.meter.book(slot, n, r)
+		p.meterAfter = q.meter.tat
+		if slot < q.reset && q.left >= n {
+			q.left -= n
+			p.before = true
+		}
 	case q.refills:
 		if q.period > 0 {
 			p.tatBefore = q.tat
@@ -723,12 +745,18 @@ type statedPart struct {
 	before              bool  // taken from what was left before reset
 	probe               int64 // the window it probed (windowend.go), or 0
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
+	// meterBefore and meterAfter are the measured bucket's tat around
+	// the booking (refill.go), when it booked there.
+	meterBefore, meterAfter int64
 }
 
 // give returns p's units to q when that over-admits nothing: units left
 // before the same reset, or the spacing after it if nothing was booked
 // after p.
 func (q *statedQuota) give(p statedPart) {
+	if p.meterAfter != 0 && q.meter.tat == p.meterAfter {
+		q.meter.tat = p.meterBefore // nothing booked after it
+	}
 	switch {
 	case p.probe != 0 && q.probed == p.probe:
 		q.probed = math.MinInt64
@@ -944,6 +972,9 @@ func (k *statedKey) pause(now, d int64) {
 	for i := range k.quotas {
 		if k.quotas[i].tat > now {
 			k.quotas[i].tat += shift
+		}
+		if k.quotas[i].meter.tat > now {
+			k.quotas[i].meter.tat += shift
 		}
 	}
 }
