@@ -39,7 +39,10 @@ const (
 	refillKeep = int64(3 * time.Second)
 	// refillMinSpan is the measured time below which the rate is not
 	// known: the configured limiter paces until then.
-	refillMinSpan = int64(100 * time.Millisecond)
+	refillMinSpan = int64(50 * time.Millisecond)
+	// refillMinUnits is the refill measured below which the rate is not
+	// known: the rounding of remaining is worth up to a unit.
+	refillMinUnits = 4
 	// refillReserve is how many units of the bucket the record keeps in
 	// reserve against a rate measured a little high and the jitter on
 	// the way.
@@ -51,7 +54,9 @@ const (
 // measured. The zero value measures nothing yet.
 type refillMeter struct {
 	admitted int64        // units the upstream admitted, as answered
-	sent     int64        // when the request of the latest reading was sent
+	sent     int64        // the latest a request answered was sent
+	begun    bool         // an answer was read: sent is set
+	broken   bool         // an answer that was no reading said the bucket was full
 	spans    []refillSpan // the stretches measured, oldest first; the last is open
 	tat      int64        // the bucket's theoretical arrival time: full at tat − L/rate, upper bound
 }
@@ -61,23 +66,39 @@ type refillMeter struct {
 type refillSpan struct {
 	from, to     int64
 	fill0, fill1 int64
+	exact        bool // it starts at a bucket just full: its level was L − 1 exactly
 }
 
 // read adds the answer a, which stated remaining of limit, to the
-// measure, and reports whether it is the latest reading (not an older
-// request's answer that arrived late).
-func (m *refillMeter) read(a arrival, remaining, limit int) bool {
+// measure, and reports whether it is a reading: alone says that no
+// request sent before a's is still unanswered, and a's request must have
+// been sent after every request answered before it. Otherwise the units
+// admitted so far may count a decision its remaining does not reflect,
+// or miss one it does (the answers to a burst arrive in any order).
+func (m *refillMeter) read(a arrival, remaining, limit int, alone bool) bool {
 	if a.ok {
 		m.admitted += int64(a.n)
 	}
-	if remaining < 0 || limit < 2 || (a.sent != math.MinInt64 && a.sent < m.sent) {
+	sent := a.sent
+	if sent == math.MinInt64 {
+		sent = a.now
+	}
+	later := !m.begun || sent > m.sent
+	m.sent, m.begun = max(m.sent, sent), true
+	if remaining < 0 || limit < 2 {
 		return false
 	}
-	m.sent = max(m.sent, a.sent)
+	if !alone || !later {
+		// Not a reading; but a bucket that was full, whenever, ends the
+		// stretch.
+		m.broken = m.broken || remaining >= limit-1
+		return false
+	}
 	fill := m.admitted + int64(remaining)
-	if n := len(m.spans); n > 0 && remaining <= limit-2 {
+	if n := len(m.spans); n > 0 && remaining <= limit-2 && !m.broken {
 		s := &m.spans[n-1]
 		s.to, s.fill1 = a.now, fill
+		m.prune()
 		return true
 	}
 	// Full, or at most a unit short (it may have been full since the
@@ -85,30 +106,45 @@ func (m *refillMeter) read(a arrival, remaining, limit int) bool {
 	if n := len(m.spans); n > 0 && m.spans[n-1].to == m.spans[n-1].from {
 		m.spans = m.spans[:n-1] // measured nothing
 	}
-	m.spans = append(m.spans, refillSpan{from: a.now, to: a.now, fill0: fill, fill1: fill})
+	m.spans = append(m.spans, refillSpan{from: a.now, to: a.now, fill0: fill, fill1: fill, exact: a.ok && remaining == limit-1})
+	m.broken = false
+	m.prune()
+	return true
+}
+
+// prune forgets the stretches older than the newest refillKeep of
+// measured time.
+func (m *refillMeter) prune() {
 	var kept int64
 	for i := len(m.spans) - 1; i >= 0; i-- {
 		if kept >= refillKeep {
 			m.spans = slices.Delete(m.spans, 0, i+1)
-			break
+			return
 		}
 		kept += m.spans[i].to - m.spans[i].from
 	}
-	return true
 }
 
 // rate returns the refill measured, in units per nanosecond, or 0 while
-// it is not known.
+// it is not known: a lower bound. Each reading's level lies in [R, R+1),
+// so a stretch's refill is at least what its fill grew less a unit, or
+// less nothing when it starts at a bucket just full, admitting a unit,
+// whose level is L − 1 exactly.
 func (m *refillMeter) rate() float64 {
-	var units, span int64
+	var units, span float64
 	for _, s := range m.spans {
-		units += s.fill1 - s.fill0
-		span += s.to - s.from
+		if s.to > s.from {
+			units += float64(s.fill1 - s.fill0)
+			if !s.exact {
+				units--
+			}
+			span += float64(s.to - s.from)
+		}
 	}
-	if span < refillMinSpan || units <= 1 {
+	if span < float64(refillMinSpan) || units < refillMinUnits {
 		return 0
 	}
-	return float64(units-1) / float64(span)
+	return units / span
 }
 
 // anchor sets the bucket's level from an answer that arrived at now and
@@ -157,4 +193,16 @@ func (q *statedQuota) bucketRate() float64 {
 		return 0
 	}
 	return q.meter.rate()
+}
+
+// vague reports whether every reset q stated was a delay no longer than
+// its precision: "within a second", as throttled's GCRA states the time
+// until its bucket is full. Such a reset says nothing about when within
+// that second the quota returns; holding every booking until its end, a
+// second at a time, while the refill is not yet measured, booked the
+// configured limiter a second ahead and released a herd there (bench
+// scenario 5b, configured 25% too high). The configured limiter paces
+// instead, until the refill is measured.
+func (q *statedQuota) vague() bool {
+	return !q.absolute && !q.stated && q.precision > 0 && q.longest <= q.precision
 }

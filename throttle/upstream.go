@@ -175,7 +175,10 @@ type Learner interface {
 // bound, so the first window after T may be paced too fast, and the next
 // statement corrects it. Resets stated as delays may come from a GCRA
 // upstream, whose "limit" is a burst and whose "reset" is the time to
-// refill it: there the configured limiter paces after T.
+// refill it: there the configured limiter paces after T, until the record
+// has measured the bucket's refill from the answers; from then on it
+// books the bucket as a GCRA at that rate, from the level each answer
+// states (refill.go).
 //
 // A reset stated as an instant cut to a coarse precision (an epoch
 // second, an HTTP-date: [Statement.ResetAt] and [Statement.Precision])
@@ -288,6 +291,25 @@ func (k *statedKey) before(unit string, t int64) int {
 	return n
 }
 
+// alone reports whether no request sent before the one a answers is
+// still unanswered: none sent unbooked, and none booked for a slot at or
+// before a's sending (a's own units are taken to have been answered).
+func (k *statedKey) alone(a arrival) bool {
+	if a.unbooked > 0 {
+		return false
+	}
+	sent := a.sent
+	if sent == math.MinInt64 {
+		sent = a.now
+	}
+	for i := range k.flight {
+		if f := &k.flight[i]; f.slot+k.shift-f.b.seen <= sent {
+			return false
+		}
+	}
+	return true
+}
+
 // since returns the units of unit in flight booked for slots at or after
 // t: those a statement made at t may not have seen.
 func (k *statedKey) since(unit string, t int64) int {
@@ -328,8 +350,8 @@ type statedQuota struct {
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
-	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
-	expires   int64 // when the statement stops holding anything back
+	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
+	expires   int64       // when the statement stops holding anything back
 }
 
 // maxHoldOption carries [WithMaxHold]; the constructors that know it read
@@ -479,7 +501,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
-	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit) {
+	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
 		if r := q.bucketRate(); r > 0 {
 			spoke := now
 			if sent != math.MinInt64 {
@@ -681,7 +703,7 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 			return slot
 		}
 		switch {
-		case !q.sliding:
+		case !q.sliding && !q.vague():
 			from = q.reset
 		case q.spacing() == 0:
 			// It refills before its reset at a pace nobody stated (a
