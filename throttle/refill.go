@@ -59,6 +59,11 @@ type refillMeter struct {
 	broken   bool         // an answer that was no reading said the bucket was full
 	spans    []refillSpan // the stretches measured, oldest first; the last is open
 	tat      int64        // the bucket's theoretical arrival time: full at tat − L/rate, upper bound
+
+	// The latest anchor: the tat the answer stated, before the units it
+	// had not seen, and when it spoke. anchored is set once there is one.
+	stated, spoke int64
+	anchored      bool
 }
 
 // refillSpan is a stretch of answers over which the bucket was never
@@ -153,6 +158,7 @@ func (m *refillMeter) rate() float64 {
 // their slots) and unbooked units in flight, which it has not seen.
 func (m *refillMeter) anchor(k *statedKey, unit string, now, spoke int64, remaining, limit, unbooked int, rate float64) {
 	tat := now + refillCost(limit-remaining+unbooked, rate)
+	m.stated, m.spoke, m.anchored = tat, spoke, true
 	var slots []statedFlight
 	for _, f := range k.flight {
 		if s := f.slot + k.shift - f.b.seen; s >= spoke && f.of(unit) > 0 {
@@ -165,6 +171,33 @@ func (m *refillMeter) anchor(k *statedKey, unit string, now, spoke int64, remain
 		tat = max(tat, f.slot) + refillCost(f.of(unit), rate)
 	}
 	m.tat = tat
+}
+
+// admits returns the first time at or after due at which the bucket, as
+// last anchored, admits the units of booking b in unit, after the units
+// booked for slots before b's (or at b's slot, booked before it): a
+// booking checked at its slot (see [statedBooking.Until]). It keeps no
+// reserve: the reserve is for bookings, this check only for refusals.
+func (m *refillMeter) admits(k *statedKey, b *statedBooking, unit string, due int64, limit int, rate float64) int64 {
+	var before []statedFlight
+	n, found := 0, false
+	for _, f := range k.flight {
+		if f.b == b {
+			n, found = f.of(unit), true
+			continue
+		}
+		// At b's slot, the bookings made before it go first.
+		if s := f.slot + k.shift - f.b.seen; s >= m.spoke && f.of(unit) > 0 && (s < due || s == due && !found) {
+			f.slot = s
+			before = append(before, f)
+		}
+	}
+	slices.SortStableFunc(before, func(x, y statedFlight) int { return cmp.Compare(x.slot, y.slot) })
+	tat := m.stated
+	for _, f := range before {
+		tat = max(tat, f.slot) + refillCost(f.of(unit), rate)
+	}
+	return max(due, tat-refillCost(limit-n, rate))
 }
 
 // earliest returns the first slot at or after from at which the bucket,
