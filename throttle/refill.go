@@ -19,20 +19,28 @@ import (
 // not full just before: had it filled since the last answer, it would
 // say L − 1 (every request of the key is answered here, so nothing else
 // drained it in between). A stretch of answers whose remaining stays at
-// or below L − 2 therefore measures the refill exactly, up to the
-// rounding of remaining (a unit at each end), however slowly the client
-// sent, and whatever pause lay within it: a pause fills the bucket, which
-// ends the stretch. The rate is the growth of the fill over the measured
-// stretches of the last [refillKeep] of measured time, less one unit: a
-// lower bound, up to the answers' ordering.
+// or below L − 2 therefore measures the refill, up to the rounding of
+// remaining, however slowly the client sent: a pause fills the bucket,
+// which ends the stretch, so a pause never lowers the rate. Only answers
+// in order are read (nothing sent before them unanswered, sent after
+// every answer read before): the answers to a burst arrive in any order,
+// and the units admitted would not match what remains. The rate is the
+// growth of the fill over the stretches of the last [refillKeep] of
+// measured time, less a unit for each stretch that does not start at a
+// bucket just full (whose level is L − 1 exactly): a lower bound.
 //
 // Once measured, the quota is booked as a GCRA at that rate: each answer
-// anchors the bucket's level at what it states (the level is at least R),
-// less the units booked since the upstream spoke; units are booked at the
-// rate from there, keeping [refillReserve] units of the bucket in
-// reserve. Since every answer anchors it again, a rate measured low
-// costs no more than the units the bucket is short of full; what remains
-// steers the pace.
+// read anchors the bucket's level at what it states (the level is at
+// least R), less the units booked since the upstream spoke; units are
+// booked at the rate from there, keeping [refillReserve] units of the
+// bucket in reserve, and each booking is checked again when its slot
+// comes ([statedBooking.Until]), for the units booked before the rate was
+// known or sent without a booking here. A rate measured low costs wall
+// time in proportion while the callers keep bookings queued ahead.
+//
+// Until the rate is known, the configured limiter paces; a reset stated
+// as "within a second" to the second (throttled's, every time) does not
+// hold bookings until its end (see [statedQuota.vague]).
 
 const (
 	// refillKeep is how much measured time the rate is pooled over.
