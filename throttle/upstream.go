@@ -170,7 +170,10 @@ type Learner interface {
 // bound, so the first window after T may be paced too fast, and the next
 // statement corrects it. Resets stated as delays may come from a GCRA
 // upstream, whose "limit" is a burst and whose "reset" is the time to
-// refill it: there the configured limiter paces after T.
+// refill it: there the configured limiter paces after T, until the record
+// has measured the bucket's refill from the answers; from then on it
+// books the bucket as a GCRA at that rate, from the level each answer
+// states (refill.go).
 //
 // A reset stated as an instant cut to a coarse precision (an epoch
 // second, an HTTP-date: [Statement.ResetAt] and [Statement.Precision])
@@ -283,6 +286,25 @@ func (k *statedKey) before(unit string, t int64) int {
 	return n
 }
 
+// alone reports whether no request sent before the one a answers is
+// still unanswered: none sent unbooked, and none booked for a slot at or
+// before a's sending (a's own units are taken to have been answered).
+func (k *statedKey) alone(a arrival) bool {
+	if a.unbooked > 0 {
+		return false
+	}
+	sent := a.sent
+	if sent == math.MinInt64 {
+		sent = a.now
+	}
+	for i := range k.flight {
+		if f := &k.flight[i]; f.slot+k.shift-f.b.seen <= sent {
+			return false
+		}
+	}
+	return true
+}
+
 // since returns the units of unit in flight booked for slots at or after
 // t: those a statement made at t may not have seen.
 func (k *statedKey) since(unit string, t int64) int {
@@ -322,8 +344,9 @@ type statedQuota struct {
 	probed    int64 // the stamp of the window a probe was booked in
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	others    otherClients
-	tat       int64 // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
-	expires   int64 // when the statement stops holding anything back
+	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
+	expires   int64       // when the statement stops holding anything back
 }
 
 // maxHoldOption carries [WithMaxHold]; the constructors that know it read
@@ -473,6 +496,15 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
+	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
+		if r := q.bucketRate(); r > 0 {
+			spoke := now
+			if sent != math.MinInt64 {
+				spoke = now - (now-sent)/2
+			}
+			q.meter.anchor(k, unit, now, spoke, s.Remaining, q.limit, a.unbooked, r)
+		}
+	}
 	if stamp, p, ok := phased(s, a, maxHold); ok {
 		return k.recordPhased(q, s, a, stamp, p, maxHold)
 	}
@@ -652,6 +684,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		}
 		return max(from, q.tat-q.period+q.cost(n)+q.gap)
 	}
+	if r := q.bucketRate(); r > 0 {
+		return q.meter.earliest(from, n, q.limit, r)
+	}
 	if from < q.reset {
 		if q.left >= n {
 			if q.unsure(from) {
@@ -663,7 +698,7 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 			return slot
 		}
 		switch {
-		case !q.sliding:
+		case !q.sliding && !q.vague():
 			from = q.reset
 		case q.spacing() == 0:
 			// It refills before its reset at a pace nobody stated (a
@@ -684,8 +719,17 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 // how to give them back.
 func (q *statedQuota) book(slot int64, n int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
+	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
+	case r > 0:
+		p.meterBefore = q.meter.tat
+		q.meter.book(slot, n, r)
+		p.meterAfter = q.meter.tat
+		if slot < q.reset && q.left >= n {
+			q.left -= n
+			p.before = true
+		}
 	case q.refills:
 		if q.period > 0 {
 			p.tatBefore = q.tat
@@ -718,12 +762,18 @@ type statedPart struct {
 	before              bool  // taken from what was left before reset
 	probe               int64 // the window it probed (windowend.go), or 0
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
+	// meterBefore and meterAfter are the measured bucket's tat around
+	// the booking (refill.go), when it booked there.
+	meterBefore, meterAfter int64
 }
 
 // give returns p's units to q when that over-admits nothing: units left
 // before the same reset, or the spacing after it if nothing was booked
 // after p.
 func (q *statedQuota) give(p statedPart) {
+	if p.meterAfter != 0 && q.meter.tat == p.meterAfter {
+		q.meter.tat = p.meterBefore // nothing booked after it
+	}
 	switch {
 	case p.probe != 0 && q.probed == p.probe:
 		q.probed = math.MinInt64
@@ -884,11 +934,39 @@ type statedBooking struct {
 	parts []statedPart
 }
 
-// Until implements [Booking], following any pause since the booking.
+// Until implements [Booking], following any pause since the booking. On
+// a bucket whose refill the record measures (refill.go), a booking is
+// checked when its slot comes, against the level the latest answer
+// stated and the units booked before it, and waits until the bucket
+// admits it. Units the record did not book when their slot was set (sent
+// before it heard anything, or paced by the configured limiter while the
+// refill was not yet known) would otherwise meet a 429, whose Retry-After
+// pauses every caller of the key: a second, on throttled (bench scenario
+// 5b, configured 25% too high).
 func (b *statedBooking) Until() time.Duration {
 	b.u.mu.Lock()
 	defer b.u.mu.Unlock()
-	return time.Duration(b.slot + b.k.shift - b.seen - b.u.clock())
+	now := b.u.clock()
+	due := b.slot + b.k.shift - b.seen
+	if due > now {
+		return time.Duration(due - now)
+	}
+	for i := range b.k.quotas {
+		q := &b.k.quotas[i]
+		r := q.bucketRate()
+		if r <= 0 || !q.meter.anchored || now >= q.expires {
+			continue
+		}
+		if x := q.meter.admits(b.k, b, q.unit, now, q.limit, r); x > now {
+			b.slot += x - now
+			if j := slices.IndexFunc(b.k.flight, func(f statedFlight) bool { return f.b == b }); j >= 0 {
+				b.k.flight[j].slot += x - now
+			}
+			q.meter.tat = max(q.meter.tat, x) + refillCost(b.n, r)
+			return time.Duration(x - now) // checked again then
+		}
+	}
+	return time.Duration(due - now)
 }
 
 // Cancel implements [Booking].
@@ -939,6 +1017,9 @@ func (k *statedKey) pause(now, d int64) {
 	for i := range k.quotas {
 		if k.quotas[i].tat > now {
 			k.quotas[i].tat += shift
+		}
+		if k.quotas[i].meter.tat > now {
+			k.quotas[i].meter.tat += shift
 		}
 	}
 }

@@ -342,7 +342,9 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 
 // A quota that refills before its reset with no window to pace at (a
 // GCRA's bucket states the time to refill it as its reset) holds nothing
-// back once it shows it refills: the configured limiter paces.
+// back once it shows it refills, until its refill is measured
+// (refill_test.go): the configured limiter paces. Nor does a reset stated
+// as "within a second", to the second: it says nothing about when.
 func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	clk := newManualClock()
 	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
@@ -353,7 +355,7 @@ func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
 	}
 	learn(0)
-	assert.Equal(t, ms(1000), delays(t, u, 1))
+	assert.Equal(t, ms(0), delays(t, u, 1), "within a second, stated to the second")
 	clk.Advance(20 * time.Millisecond) // the next request is sent after this answer
 	learn(1)
 	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
