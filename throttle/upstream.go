@@ -624,17 +624,15 @@ func (q *statedQuota) spacing() int64 {
 	case q.window > 0:
 		w = q.window
 	default:
-		w = max(q.longest, int64(time.Millisecond))
-		if q.precision > 0 {
-			w = (w + q.precision - 1) / q.precision * q.precision // a window is no shorter than its precision
-		}
+		w = q.guessWindow() // a window is no shorter than its precision
 	}
 	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
-	if q.sliding && l > 1 {
+	if (q.sliding || q.untold()) && l > 1 {
 		// A sliding counter paced at its limit counts the limit at
 		// every instant: any send the clock's jitter puts ahead of the
 		// pace is refused, and a 429's Retry-After pauses the key (a
-		// second on 5a). One unit of headroom a window.
+		// second on 5a). One unit of headroom a window, also before a
+		// boundary has told whether the quota is one.
 		l--
 	}
 	return (w + l - 1) / l
