@@ -112,6 +112,8 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	}
 	if q.sliding || q.untold() {
 		k.repace(q, a.now)
+	} else {
+		k.shed(q, a.now)
 	}
 	q.expires = a.now + maxHold
 	return true

@@ -44,3 +44,43 @@ func TestUpstreamTellsAFixedWindowOnlyAcrossAShortSilence(t *testing.T) {
 		})
 	}
 }
+
+// A fixed window booked beyond what is left, less what others are
+// expected to spend before its reset, sheds its latest bookings still
+// ahead past the reset, at the pace after it: sent, they would meet
+// refusals at the window's end (5e).
+func TestUpstreamShedsAnOverbookedFixedWindow(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	answer := func(at time.Duration, stamp, remaining int, refused bool) {
+		t.Helper()
+		now = base.Add(at)
+		resetAt := base.Add(time.Duration(stamp) * time.Second)
+		s := Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
+			Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Throttled: refused, Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
+	}
+	answer(100*time.Millisecond, 1, 0, false)
+	answer(1295*time.Millisecond, 1, 0, true)  // the window ends after 1.29 s
+	answer(1305*time.Millisecond, 2, 9, false) // at or before 1.305 s; it came back: fixed
+	var rs []*Reservation
+	for range 6 { // 9 left: all before the window's end (2.29-2.305 s)
+		r, err := u.ReserveAfter(context.Background(), "k", 1, 800*time.Millisecond, -1)
+		require.NoError(t, err)
+		require.Equal(t, 800*time.Millisecond, r.Delay)
+		rs = append(rs, r)
+	}
+	// Half a window in, 4 left: others spent 4 of the 6 in 0.5 s, 4 more
+	// to come before the reset; the 6 booked do not fit.
+	answer(1805*time.Millisecond, 2, 4, false)
+	var got []time.Duration
+	for _, r := range rs {
+		got = append(got, r.booking.Until())
+	}
+	step := 500 * time.Millisecond // 10 a window less others' 8
+	want := []time.Duration{500*time.Millisecond + 5*step, 500*time.Millisecond + 4*step, 500*time.Millisecond + 3*step,
+		500*time.Millisecond + 2*step, 500*time.Millisecond + step, 500 * time.Millisecond}
+	assert.Equal(t, want, got, "all six past the latest end (2.305 s), newest first, at the pace after it")
+}
