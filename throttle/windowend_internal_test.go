@@ -84,3 +84,36 @@ func TestUpstreamShedsAnOverbookedFixedWindow(t *testing.T) {
 		500*time.Millisecond + 2*step, 500*time.Millisecond + step, 500 * time.Millisecond}
 	assert.Equal(t, want, got, "all six past the latest end (2.305 s), newest first, at the pace after it")
 }
+
+// When others' share grows after units were paced past a window's
+// earliest end, the bookings still ahead move later to the new pace,
+// never earlier: 5d's callers booked the second window before the first
+// window's answers showed another client's share.
+func TestUpstreamRepacesWhenOthersShareGrows(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	answer := func(at, sent time.Duration, remaining int) {
+		t.Helper()
+		now = base.Add(at)
+		resetAt := base.Add(time.Second)
+		s := Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
+			Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: at - sent, Statements: []Statement{s}}))
+	}
+	answer(400*time.Millisecond, 390*time.Millisecond, 9) // only ours spent: 9 a window less a unit of headroom
+	var rs []*Reservation
+	for range 3 { // past the earliest end (1 s): paced
+		r, err := u.ReserveAfter(context.Background(), "k", 1, 650*time.Millisecond, -1)
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	answer(450*time.Millisecond, 445*time.Millisecond, 4) // 6 spent, 2 of them ours: another client's 4 a window
+	var got []time.Duration
+	for _, r := range rs {
+		got = append(got, r.booking.Until())
+	}
+	assert.Equal(t, []time.Duration{600 * time.Millisecond, 800 * time.Millisecond, time.Second}, got,
+		"the first stays; the others 1 s / 5 apart (10 less 4 less 1), not 1 s / 9")
+}
