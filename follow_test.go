@@ -54,7 +54,7 @@ func TestTransportBooksStatedQuota(t *testing.T) {
 			name:       "an HTTP-date reset: held until the latest the window can end",
 			giveOpts:   retryOnly,
 			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "Sat, 01 Jan 2000 00:00:10 GMT"}, // synctest's clock starts at 00:00:00
-			wantGaps:   []time.Duration{11 * time.Second, 5 * time.Second},                                                                     // then 2 per 10 s, the longest reset seen
+			wantGaps:   []time.Duration{11 * time.Second, 10 * time.Second},                                                                    // then 1 per 10 s, the longest reset seen: of the 2 spent, 1 was ours, 1 another client's
 		},
 		{
 			name:       "an Adaptive alone holds a spent quota itself, without a pause",

@@ -137,9 +137,9 @@ type Learner interface {
 // those booked before T and not yet answered) before T. When the
 // upstream also states its window (the IETF RateLimit-Policy w), or its
 // resets are window boundaries (see below), units after T are paced at
-// the limit per window, evenly. It never
-// shifts units already booked: a remaining of 0 only holds new bookings
-// back until T.
+// the limit per window, evenly. A remaining of 0 only holds new bookings
+// back until T: it never shifts units already booked (one thing does,
+// and only later: see others' share below).
 //
 // Use it beside the limiter configured for the key, booked at one common
 // slot: All(configured, upstream). A Transport built with
@@ -188,7 +188,10 @@ type Learner interface {
 // back at a boundary; a sliding counter's does not). What the upstream
 // says was spent in such a window beyond what this client had admitted is
 // another client's: its pace is kept out of what is left before the
-// reset and out of the pace after it (others.go). Answers to requests in
+// reset and out of the pace after it (others.go), from the first window
+// on; when that share grows, the units of a sliding (or not yet told)
+// quota paced after the reset and still ahead move later to the new
+// pace. Answers to requests in
 // flight together may have been handled in either order: of their
 // statements for one window the lower remaining wins.
 //
@@ -656,17 +659,15 @@ func (q *statedQuota) spacing() int64 {
 	case q.window > 0:
 		w = q.window
 	default:
-		w = max(q.longest, int64(time.Millisecond))
-		if q.precision > 0 {
-			w = (w + q.precision - 1) / q.precision * q.precision // a window is no shorter than its precision
-		}
+		w = q.guessWindow() // a window is no shorter than its precision
 	}
 	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
-	if q.sliding && l > 1 {
+	if (q.sliding || q.untold()) && l > 1 {
 		// A sliding counter paced at its limit counts the limit at
 		// every instant: any send the clock's jitter puts ahead of the
 		// pace is refused, and a 429's Retry-After pauses the key (a
-		// second on 5a). One unit of headroom a window.
+		// second on 5a). One unit of headroom a window, also before a
+		// boundary has told whether the quota is one.
 		l--
 	}
 	return (w + l - 1) / l

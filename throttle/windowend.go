@@ -70,7 +70,12 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 			if next := gap-q.window < p/2; next && s.Remaining >= 0 && q.raw >= 0 && q.limit > 0 {
 				switch {
 				case s.Remaining-q.raw >= q.limit/2:
-					q.fixed = true // it came back at the boundary: a fixed window
+					// It came back at the boundary: a fixed window; but
+					// only across a short silence tells: a sliding
+					// counter's count decays by the part of a window that
+					// passed, and after a 1 s pause (a 429's Retry-After)
+					// 5d's came back as much and was told fixed.
+					q.fixed = q.fixed || a.now-q.heardAt <= q.window/4
 				case q.raw <= q.limit/2 && !q.fixed:
 					q.sliding = true // a window well used did not come back: a sliding counter
 				}
@@ -83,8 +88,9 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		q.stamp = stamp
 	}
 	q.bound(a, stamp, prev, p)
+	q.precision = p // before observe: it rounds the first window up to it
 	reset := stamp + q.hi
-	q.others.observe(q, s, a)
+	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
 	leftOf := func(raw int) int {
 		if raw < 0 {
 			return math.MaxInt
@@ -103,6 +109,11 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	}
 	if !q.sliding {
 		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
+	}
+	if q.sliding || q.untold() {
+		k.repace(q, a.now)
+	} else {
+		k.shed(q, a.now)
 	}
 	q.expires = a.now + maxHold
 	return true

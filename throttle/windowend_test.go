@@ -133,18 +133,51 @@ func TestUpstreamTellsASlidingCounterAtItsBoundary(t *testing.T) {
 // window can end (a configured limiter may hold it there), may land in
 // the next window: it takes from what is left and from the pace after
 // the reset, so that it fits either window. Units booked before the
-// earliest end take from what is left alone.
+// earliest end take from what is left alone. Until a boundary tells
+// whether the quota is a fixed window or a sliding counter, the pace
+// keeps a sliding counter's unit of headroom.
 func TestUpstreamPacesUnitsThatMayLandInTheNextWindow(t *testing.T) {
 	p := newPhasedWindows(t, 10)
-	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 5, false) // ends after 1 s, at or before 1.4 s
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 9, false) // ends after 1 s, at or before 1.4 s; only ours spent
+	step := (time.Second + 8) / 9
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 650 * time.Millisecond, 650*time.Millisecond + step, 650*time.Millisecond + 2*step},
+		bookAfter(t, p.u, ms(100, 100, 650, 650, 650)), "two before the earliest end at once; three after it, 1 s / 9 apart")
+}
+
+// Before a boundary has told whether the quota is a fixed window or a
+// sliding counter, what the first window's statement says was spent
+// beyond this client's own answers (and its requests not yet answered)
+// is another client's over the window: exact for a sliding counter, low
+// for a fixed one. It is kept out of the pace after the reset; what is
+// left before it stays as stated. Unestimated, the units after the first
+// reset took the whole limit: on 5d (httprate, another client at 20%)
+// they met a 429 and its 1 s pause in the second window.
+func TestUpstreamKeepsAFirstWindowsOthersOutOfThePace(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	p.clk.Set(p.base.Add(400 * time.Millisecond))
+	resetAt := p.base.Add(time.Second)
+	s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: 10, Remaining: 3,
+		Reset: 600 * time.Millisecond, Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+	// Our first answer: 7 spent, 1 of them this answer's and 2 of ours still in flight: others spent 4.
+	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 2, Latency: 5 * time.Millisecond, Statements: []throttle.Statement{s}}))
+	assert.Equal(t, 1, p.u.Stated("k")[0].Remaining, "3 stated, 2 in flight")
+	step := time.Second / 5 // 10 − 4 others − 1 of headroom a window
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second, time.Second + step, time.Second + 2*step},
+		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s), 5 a window")
+}
+
+// bookAfter books one unit of "k" on u for each of afters, as
+// ReserveAfter, and returns their delays.
+func bookAfter(t *testing.T, u *throttle.Upstream, afters []time.Duration) []time.Duration {
+	t.Helper()
 	var got []time.Duration
-	for _, after := range []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 650 * time.Millisecond, 650 * time.Millisecond, 650 * time.Millisecond} {
-		r, err := p.u.ReserveAfter(context.Background(), "k", 1, after, -1)
+	for _, after := range afters {
+		r, err := u.ReserveAfter(context.Background(), "k", 1, after, -1)
 		require.NoError(t, err)
 		require.True(t, r.OK)
 		got = append(got, r.Delay)
 	}
-	assert.Equal(t, ms(100, 100, 650, 750, 850), got, "two before the earliest end at once; three after it, 1 s / 10 apart")
+	return got
 }
 
 // A window stated longer than about its precision keeps the latest end
