@@ -794,10 +794,17 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		} else {
 			k.rate *= adaptiveNudge // throttled below the target: it was a little high
 		}
-		if now-k.first >= int64(adaptiveMinSpan) && k.stated <= now {
-			// The climb returns to the rate just set, not above it.
+		if k.stated <= now {
+			// The climb returns to the rate just set, not above it,
+			// from the first measured cut on: doubling instead for the
+			// rest of the first second overshot twice the limit, which
+			// 32 callers booked ahead hid for 3 s at 10/s (6a, 6d). The
+			// best waits for a second of answers: a first one is
+			// inflated by the burst, and the calm return would go there.
 			k.est = k.rate / adaptiveTarget
-			k.best = max(k.best, k.est)
+			if now-k.first >= int64(adaptiveMinSpan) {
+				k.best = max(k.best, k.est)
+			}
 		}
 	}
 	k.rate = min(max(k.rate, a.floor), a.ceiling)

@@ -225,9 +225,11 @@ local function cut(t)
     else
       k.rate = k.rate * adaptiveNudge
     end
-    if t - k.first >= adaptiveMinSpan and k.stated <= t then
+    -- est from the first measured cut, best after a second of answers
+    -- (see throttle/adaptive.go).
+    if k.stated <= t then
       k.est = k.rate / adaptiveTarget
-      k.best = math.max(k.best, k.est)
+      if t - k.first >= adaptiveMinSpan then k.best = math.max(k.best, k.est) end
     end
   end
   k.rate = clamp(k.rate)

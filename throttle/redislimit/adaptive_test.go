@@ -146,6 +146,41 @@ func TestAdaptiveFloorAndRecovery(t *testing.T) {
 	assert.LessOrEqual(t, a.Rate(key), 100.0)
 }
 
+// TestAdaptiveEarlyEstimate: cuts in the first second that measured what
+// the upstream admitted set the estimate, so that the climb returns to
+// the last cut's rate and not above it. Doubling instead (the estimate
+// waited for a second of answers) overshot twice the limit, which 32
+// callers booked ahead hid for seconds in the bench (6d).
+func TestAdaptiveEarlyEstimate(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "early"
+	// Every 50 ms one answer, from a and b in turn: b's first four are
+	// throttled (400 ms of cuts), everything after is admitted.
+	var rates []float64
+	for i := range 30 {
+		c.advance(50 * ms)
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		answer(t, p, key, i%2 == 1 && i < 8)
+		_, err := p.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+		rates = append(rates, p.Rate(key))
+	}
+	assert.Equal(t, []float64{100, 70, 70, 34.3}, rates[:4], "β cuts without a bucket of answers, then a measured one")
+	cut := rates[7]
+	assert.Less(t, cut, 20.0, "cut below what was sent")
+	for i, r := range rates[8:] {
+		// Only the probe's cubic: +0.001% after the 1.1 s here.
+		assert.InEpsilon(t, cut, r, 1e-4, "answer %d: no climb above the last cut in the first 1.5 s", 8+i)
+	}
+}
+
 // TestAdaptiveStated: a limit the upstream states with its window
 // replaces the estimate at once, for the whole fleet.
 func TestAdaptiveStated(t *testing.T) {
