@@ -42,6 +42,7 @@ local adaptiveFlood = 1.5
 local adaptiveCalm = 5000000
 local adaptiveNudge = 0.98
 local adaptiveLead = 1.2
+local adaptiveSettled = 1.01
 
 -- maxChanges bounds the changes kept: a booking older than all of them
 -- follows only those kept. learnedKeep is how long the state outlives its
@@ -220,7 +221,10 @@ local function cut(t)
   if e == 0 then
     k.rate = k.rate * adaptiveBeta
   else
-    if k.rate > target then
+    -- settled: throttled at the last cut's rate after the first second:
+    -- a nudge (see throttle/adaptive.go).
+    local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
+    if k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
     else
       k.rate = k.rate * adaptiveNudge
