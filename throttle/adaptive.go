@@ -49,6 +49,10 @@ const (
 	// target: throttling there says the estimate was a little high, and
 	// cutting by the full margin again would compound.
 	adaptiveNudge = 0.98
+	// adaptiveSettled is how far above the rate of the last cut the rate
+	// may be for a throttled answer to cut by adaptiveNudge only (see
+	// cut): the probe's cubic climbs 1% in 10 s.
+	adaptiveSettled = 1.01
 	// adaptiveLead is how far the rate may climb above what the upstream
 	// admitted in the last second.
 	adaptiveLead = 1.2
@@ -107,17 +111,19 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     units sent before it say nothing new), the rate is cut: while
 //     flooding (a fifth or more throttled, sending half again what was
 //     admitted), to 95% of what was admitted; otherwise to the midpoint of
-//     the two bounds; by 2% when it is already there; by 30% (CUBIC's and
-//     AWS's β) when there is not a bucket of answers yet. Units already
+//     the two bounds; by 2% when it is already there, or, after the first
+//     second, at the rate of the last cut; by 30% (CUBIC's and AWS's β)
+//     when there is not a bucket of answers yet. Units already
 //     booked are laid out again at the new rate, so that they do not keep
 //     going at the old one.
 //   - On admitted answers it climbs back to the rate of the last cut within
 //     about half a second, then probes above it along a slow cubic (+1%
 //     after 10 s, +8% after 20 s), so that a probe costs a throttled answer
-//     per few hundred units, and a limit that grew is found. Without an
-//     estimate it doubles each second. It never climbs more than 20% above
-//     what was admitted in the last second (AWS caps at twice the measured
-//     rate): units booked at a slower rate may still be going out.
+//     per few hundred units, and a limit that grew is found. Until a cut
+//     measured what was admitted, it doubles each second. It never climbs
+//     more than 20% above what was admitted in the last second (AWS caps
+//     at twice the measured rate): units booked at a slower rate may still
+//     be going out.
 //   - After five calm seconds far below its best estimate (a storm of
 //     throttling is over), it returns to the best one.
 //   - Quota headers, when present, beat guessing: a stated limit replaces
@@ -792,15 +798,29 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	case e == 0:
 		k.rate *= adaptiveBeta
 	default:
-		if k.rate > target {
+		// Throttled at the rate of the last cut (or a probe just above
+		// it), after the first second: that cut measured the limit, so
+		// the rate was a little high. What was admitted lately is no
+		// better a measure: over the first storm it is too low (a bucket
+		// of burst 1 wastes its refill while it refuses), and cutting to
+		// it took 6d's fleet from 9.3 to 8.1-8.6/s, where it stayed.
+		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled
+		if k.rate > target && !settled {
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
 		} else {
 			k.rate *= adaptiveNudge // throttled below the target: it was a little high
 		}
-		if now-k.first >= int64(adaptiveMinSpan) && k.stated <= now {
-			// The climb returns to the rate just set, not above it.
+		if k.stated <= now {
+			// The climb returns to the rate just set, not above it,
+			// from the first measured cut on: doubling instead for the
+			// rest of the first second overshot twice the limit, which
+			// 32 callers booked ahead hid for 3 s at 10/s (6a, 6d). The
+			// best waits for a second of answers: a first one is
+			// inflated by the burst, and the calm return would go there.
 			k.est = k.rate / adaptiveTarget
-			k.best = max(k.best, k.est)
+			if now-k.first >= int64(adaptiveMinSpan) {
+				k.best = max(k.best, k.est)
+			}
 		}
 	}
 	k.rate = min(max(k.rate, a.floor), a.ceiling)

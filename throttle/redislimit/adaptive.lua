@@ -42,6 +42,7 @@ local adaptiveFlood = 1.5
 local adaptiveCalm = 5000000
 local adaptiveNudge = 0.98
 local adaptiveLead = 1.2
+local adaptiveSettled = 1.01
 
 -- maxChanges bounds the changes kept: a booking older than all of them
 -- follows only those kept. learnedKeep is how long the state outlives its
@@ -220,14 +221,19 @@ local function cut(t)
   if e == 0 then
     k.rate = k.rate * adaptiveBeta
   else
-    if k.rate > target then
+    -- settled: throttled at the last cut's rate after the first second:
+    -- a nudge (see throttle/adaptive.go).
+    local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
+    if k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
     else
       k.rate = k.rate * adaptiveNudge
     end
-    if t - k.first >= adaptiveMinSpan and k.stated <= t then
+    -- est from the first measured cut, best after a second of answers
+    -- (see throttle/adaptive.go).
+    if k.stated <= t then
       k.est = k.rate / adaptiveTarget
-      k.best = math.max(k.best, k.est)
+      if t - k.first >= adaptiveMinSpan then k.best = math.max(k.best, k.est) end
     end
   end
   k.rate = clamp(k.rate)

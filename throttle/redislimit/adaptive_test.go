@@ -146,6 +146,77 @@ func TestAdaptiveFloorAndRecovery(t *testing.T) {
 	assert.LessOrEqual(t, a.Rate(key), 100.0)
 }
 
+// TestAdaptiveEarlyEstimate: cuts in the first second that measured what
+// the upstream admitted set the estimate, so that the climb returns to
+// the last cut's rate and not above it. Doubling instead (the estimate
+// waited for a second of answers) overshot twice the limit, which 32
+// callers booked ahead hid for seconds in the bench (6d).
+func TestAdaptiveEarlyEstimate(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "early"
+	// Every 50 ms one answer, from a and b in turn: b's first four are
+	// throttled (400 ms of cuts), everything after is admitted.
+	var rates []float64
+	for i := range 30 {
+		c.advance(50 * ms)
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		answer(t, p, key, i%2 == 1 && i < 8)
+		_, err := p.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+		rates = append(rates, p.Rate(key))
+	}
+	assert.Equal(t, []float64{100, 70, 70, 34.3}, rates[:4], "β cuts without a bucket of answers, then a measured one")
+	cut := rates[7]
+	assert.Less(t, cut, 20.0, "cut below what was sent")
+	for i, r := range rates[8:] {
+		// Only the probe's cubic: +0.001% after the 1.1 s here.
+		assert.InEpsilon(t, cut, r, 1e-4, "answer %d: no climb above the last cut in the first 1.5 s", 8+i)
+	}
+}
+
+// TestAdaptiveSettledNudge: after the first second, a throttled answer
+// at the rate of the last cut cuts it by 2% only, not to 95% of what was
+// admitted (nor to the midpoint of what was admitted and sent): over the
+// first storm what was admitted is too low (6d's fleet went from 9.3 to
+// 8.1-8.6/s and stayed there).
+func TestAdaptiveSettledNudge(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "settled"
+	step := func(p *Adaptive, d time.Duration, throttled bool) float64 {
+		t.Helper()
+		c.advance(d)
+		answer(t, p, key, throttled)
+		_, err := p.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+		return p.Rate(key)
+	}
+	// 400 ms of cuts to 31.7/s, then 3 s of admitted answers at about
+	// that rate (one every 32 ms).
+	for i := range 8 {
+		step(a, 50*ms, false)
+		step(b, 0, i%2 == 0)
+	}
+	cut := a.Rate(key)
+	require.InDelta(t, 31.67, cut, 0.01)
+	for range 94 {
+		step(a, 32*ms, false)
+	}
+	before := a.Rate(key)
+	require.InEpsilon(t, cut, before, 1e-3, "held at the cut's rate (the probe: +0.03% after 3 s)")
+	assert.InEpsilon(t, before*0.98, step(b, 100*ms, true), 1e-9, "throttled at the cut's rate, past the first second: 2%")
+}
+
 // TestAdaptiveStated: a limit the upstream states with its window
 // replaces the estimate at once, for the whole fleet.
 func TestAdaptiveStated(t *testing.T) {
