@@ -126,13 +126,11 @@ func (o *otherClients) until(d int64) int {
 // share returns how many units of a window of w others are expected to
 // spend, at most nine tenths of limit: a broken estimate slows the key,
 // never stalls it. It paces the units after the reset, so it counts the
-// guess of a window not yet told fixed or sliding too.
-func (o *otherClients) share(w int64, limit int) int {
-	n := o.until(w)
-	if g := int(math.Ceil(o.guess*float64(w) - 1e-6)); g > n {
-		n = g
-	}
-	return min(n, limit*9/10)
+// guess of a window not yet told fixed or sliding too. It is not rounded
+// to a whole unit: a pace is a rate, and rounding 9.6 up to 10 a window
+// left 5d's client 1% short of what the other client left.
+func (o *otherClients) share(w int64, limit int) float64 {
+	return min(max(o.perNs(), o.guess)*float64(w), float64(limit)*0.9)
 }
 
 // repace lays q's paced bookings still ahead out again at q's spacing,

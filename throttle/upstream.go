@@ -661,8 +661,8 @@ func (q *statedQuota) spacing() int64 {
 	default:
 		w = q.guessWindow() // a window is no shorter than its precision
 	}
-	l := int64(q.limit - q.others.share(w, q.limit)) // what other clients leave
-	if (q.sliding || q.untold()) && l > 1 {
+	l := float64(q.limit) - q.others.share(w, q.limit) // what other clients leave
+	if (q.sliding || q.untold()) && l >= 2 {
 		// A sliding counter paced at its limit counts the limit at
 		// every instant: any send the clock's jitter puts ahead of the
 		// pace is refused, and a 429's Retry-After pauses the key (a
@@ -670,7 +670,7 @@ func (q *statedQuota) spacing() int64 {
 		// boundary has told whether the quota is one.
 		l--
 	}
-	return (w + l - 1) / l
+	return int64(math.Ceil(float64(w) / l))
 }
 
 // earliest returns the first slot at or after from at which q admits n
