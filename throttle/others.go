@@ -2,7 +2,6 @@ package throttle
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -102,7 +101,7 @@ func (q *statedQuota) guessWindow() int64 {
 func (k *statedKey) pending(unit string, t int64, a arrival) int {
 	n := 0
 	for i := range k.flight {
-		if f := &k.flight[i]; f.slot+k.shift-f.b.seen <= t {
+		if f := &k.flight[i]; k.due(f) <= t {
 			n += f.of(unit)
 		}
 	}
@@ -150,13 +149,12 @@ func (k *statedKey) repace(q *statedQuota, now int64) {
 	next := int64(math.MinInt64)
 	for i := range k.flight {
 		f := &k.flight[i]
-		j := slices.IndexFunc(f.b.parts, func(p statedPart) bool { return p.name == q.name })
+		j := f.b.part(q.name)
 		if j < 0 || f.b.parts[j].tatAfter == 0 {
 			continue // not paced on q
 		}
-		at := f.slot + k.shift - f.b.seen
+		at := k.due(f)
 		if at > now && next > at {
-			f.slot += next - at
 			f.b.slot += next - at
 			at = next
 		}
@@ -183,13 +181,12 @@ func (k *statedKey) shed(q *statedQuota, now int64) {
 	}
 	for i := len(k.flight) - 1; i >= 0 && q.left < 0; i-- {
 		f := &k.flight[i]
-		j := slices.IndexFunc(f.b.parts, func(p statedPart) bool { return p.name == q.name })
-		at := f.slot + k.shift - f.b.seen
+		j := f.b.part(q.name)
+		at := k.due(f)
 		if j < 0 || at <= now || at >= q.reset {
 			continue
 		}
 		to := max(q.tat, q.reset)
-		f.slot += to - at
 		f.b.slot += to - at
 		q.tat = to + int64(f.b.n)*sp
 		q.left += f.of(q.unit)

@@ -167,18 +167,30 @@ func (m *refillMeter) rate() float64 {
 func (m *refillMeter) anchor(k *statedKey, unit string, now, spoke int64, remaining, limit, unbooked int, rate float64) {
 	tat := now + refillCost(limit-remaining+unbooked, rate)
 	m.stated, m.spoke, m.anchored = tat, spoke, true
-	var slots []statedFlight
-	for _, f := range k.flight {
-		if s := f.slot + k.shift - f.b.seen; s >= spoke && f.of(unit) > 0 {
-			f.slot = s
-			slots = append(slots, f)
+	m.tat = k.replay(unit, tat, rate, func(f *statedFlight, at int64) bool { return at >= spoke })
+}
+
+// replay returns the bucket's tat from tat after the units of unit of
+// k's bookings in flight that keep says to count, in the order they are
+// due, each at its slot. keep is asked of every booking in flight, in
+// the order they were made, with when it is due.
+func (k *statedKey) replay(unit string, tat int64, rate float64, keep func(f *statedFlight, at int64) bool) int64 {
+	type due struct {
+		at int64
+		n  int
+	}
+	var dues []due
+	for i := range k.flight {
+		f := &k.flight[i]
+		if at := k.due(f); keep(f, at) && f.of(unit) > 0 {
+			dues = append(dues, due{at, f.of(unit)})
 		}
 	}
-	slices.SortFunc(slots, func(x, y statedFlight) int { return cmp.Compare(x.slot, y.slot) })
-	for _, f := range slots {
-		tat = max(tat, f.slot) + refillCost(f.of(unit), rate)
+	slices.SortStableFunc(dues, func(x, y due) int { return cmp.Compare(x.at, y.at) })
+	for _, d := range dues {
+		tat = max(tat, d.at) + refillCost(d.n, rate)
 	}
-	m.tat = tat
+	return tat
 }
 
 // admits returns the first time at or after due at which the bucket, as
@@ -187,24 +199,15 @@ func (m *refillMeter) anchor(k *statedKey, unit string, now, spoke int64, remain
 // booking checked at its slot (see [statedBooking.Until]). It keeps no
 // reserve: the reserve is for bookings, this check only for refusals.
 func (m *refillMeter) admits(k *statedKey, b *statedBooking, unit string, due int64, limit int, rate float64) int64 {
-	var before []statedFlight
 	n, found := 0, false
-	for _, f := range k.flight {
+	tat := k.replay(unit, m.stated, rate, func(f *statedFlight, at int64) bool {
 		if f.b == b {
 			n, found = f.of(unit), true
-			continue
+			return false
 		}
 		// At b's slot, the bookings made before it go first.
-		if s := f.slot + k.shift - f.b.seen; s >= m.spoke && f.of(unit) > 0 && (s < due || s == due && !found) {
-			f.slot = s
-			before = append(before, f)
-		}
-	}
-	slices.SortStableFunc(before, func(x, y statedFlight) int { return cmp.Compare(x.slot, y.slot) })
-	tat := m.stated
-	for _, f := range before {
-		tat = max(tat, f.slot) + refillCost(f.of(unit), rate)
-	}
+		return at >= m.spoke && (at < due || at == due && !found)
+	})
 	return max(due, tat-refillCost(limit-n, rate))
 }
 

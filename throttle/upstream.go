@@ -246,9 +246,20 @@ type statedKey struct {
 // statedFlight is one booking not yet answered.
 type statedFlight struct {
 	b     *statedBooking
-	slot  int64
 	n     int            // requests
 	units map[string]int // the costs in other units, or nil
+}
+
+// due returns when f's booking is due: its slot, moved by any pause of k
+// since it was made.
+func (k *statedKey) due(f *statedFlight) int64 {
+	return f.b.slot + k.shift - f.b.seen
+}
+
+// part returns the index of b's part booked on the quota named name, or
+// -1.
+func (b *statedBooking) part(name string) int {
+	return slices.IndexFunc(b.parts, func(p statedPart) bool { return p.name == name })
 }
 
 // of returns how many units of unit f holds.
@@ -282,7 +293,7 @@ func (k *statedKey) answer(n int) {
 func (k *statedKey) before(unit string, t int64) int {
 	n := 0
 	for i := range k.flight {
-		if f := &k.flight[i]; f.slot+k.shift-f.b.seen < t {
+		if f := &k.flight[i]; k.due(f) < t {
 			n += f.of(unit)
 		}
 	}
@@ -301,7 +312,7 @@ func (k *statedKey) alone(a arrival) bool {
 		sent = a.now
 	}
 	for i := range k.flight {
-		if f := &k.flight[i]; f.slot+k.shift-f.b.seen <= sent {
+		if f := &k.flight[i]; k.due(f) <= sent {
 			return false
 		}
 	}
@@ -313,7 +324,7 @@ func (k *statedKey) alone(a arrival) bool {
 func (k *statedKey) since(unit string, t int64) int {
 	n := 0
 	for i := range k.flight {
-		if f := &k.flight[i]; f.slot+k.shift-f.b.seen >= t {
+		if f := &k.flight[i]; k.due(f) >= t {
 			n += f.of(unit)
 		}
 	}
@@ -883,7 +894,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		b.parts = append(b.parts, k.quotas[i].book(slot, f.of(k.quotas[i].unit)))
 	}
 	k.inflight += n
-	f.b, f.slot = b, slot
+	f.b = b
 	k.flight = append(k.flight, f)
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
 }
@@ -960,9 +971,6 @@ func (b *statedBooking) Until() time.Duration {
 		}
 		if x := q.meter.admits(b.k, b, q.unit, now, q.limit, r); x > now {
 			b.slot += x - now
-			if j := slices.IndexFunc(b.k.flight, func(f statedFlight) bool { return f.b == b }); j >= 0 {
-				b.k.flight[j].slot += x - now
-			}
 			q.meter.tat = max(q.meter.tat, x) + refillCost(b.n, r)
 			return time.Duration(x - now) // checked again then
 		}
