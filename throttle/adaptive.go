@@ -42,7 +42,7 @@ const (
 	// adaptiveFlood is how far above what the upstream admitted the
 	// sending must be for the admitted rate to be taken as the limit.
 	adaptiveFlood = 1.5
-	// adaptiveCalm is how long without a cut, far below the best
+	// adaptiveCalm is how long without a cut, below a third of the best
 	// estimate, before the rate returns to it quickly.
 	adaptiveCalm = 5 * time.Second
 	// adaptiveNudge is the cut when the rate is already at or below the
@@ -53,6 +53,13 @@ const (
 	// may be for a throttled answer to cut by adaptiveNudge only (see
 	// cut): the probe's cubic climbs 1% in 10 s.
 	adaptiveSettled = 1.01
+	// adaptiveFell is how many throttled answers in the last second, a
+	// fifth or more of them, tell a limit that fell from jitter.
+	adaptiveFell = 3
+	// adaptiveStorm is how far below its best estimate a calm rate must
+	// lie to have been driven there by a storm of throttling, and so
+	// return to the best (see climb), rather than by a limit that fell.
+	adaptiveStorm = 1.0 / 3
 	// adaptiveLead is how far the rate may climb above what the upstream
 	// admitted in the last second.
 	adaptiveLead = 1.2
@@ -110,9 +117,12 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //   - On a throttled answer to a unit sent after the last cut (answers to
 //     units sent before it say nothing new), the rate is cut: while
 //     flooding (a fifth or more throttled, sending half again what was
-//     admitted), to 95% of what was admitted; otherwise to the midpoint of
-//     the two bounds; by 2% when it is already there, or, after the first
-//     second, at the rate of the last cut; by 30% (CUBIC's and AWS's β)
+//     admitted), to 95% of what was admitted; otherwise to the midpoint
+//     of the two bounds; by 2% when it is already there, or,
+//     after the first second, at the rate of the last cut, unless
+//     throttled answers come in a run there (three or more, a fifth of
+//     the last second's: the limit fell), which bisects what the last
+//     second admitted and the rate; by 30% (CUBIC's and AWS's β)
 //     when there is not a bucket of answers yet. Units already
 //     booked are laid out again at the new rate, so that they do not keep
 //     going at the old one.
@@ -124,8 +134,9 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     more than 20% above what was admitted in the last second (AWS caps
 //     at twice the measured rate): units booked at a slower rate may still
 //     be going out.
-//   - After five calm seconds far below its best estimate (a storm of
-//     throttling is over), it returns to the best one.
+//   - After five calm seconds below a third of its best estimate (a
+//     storm of throttling is over), it returns to the best one. A limit
+//     that fell by less stays followed.
 //   - Quota headers, when present, beat guessing: a stated limit replaces
 //     the estimate at once (see [Adaptive.Learn]). The rate becomes 97% of
 //     the limit per window, less what other clients spend of it (what
@@ -805,9 +816,26 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		// of burst 1 wastes its refill while it refuses), and cutting to
 		// it took 6d's fleet from 9.3 to 8.1-8.6/s, where it stayed.
 		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled
-		if k.rate > target && !settled {
+		fell := false
+		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
+			thr >= adaptiveSaturated && thr*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
+			// A run of throttled answers at a settled rate (three or
+			// more, a fifth or more of the last second's): not jitter,
+			// the limit fell, and nudges of 2% took 10/s falling to 5/s
+			// 20 s to follow. The new limit lies between what the last
+			// second admitted (the last three still hold the old, and a
+			// bucket of burst 1 wastes its refill while it refuses) and
+			// the rate: bisect, by at most β a cut. The next throttled
+			// answer cuts again while the run lasts.
+			settled, fell = false, true
+			target = (last + k.rate) / 2
+		}
+		switch {
+		case fell:
+			k.rate = min(k.rate, max(target, k.rate*adaptiveBeta))
+		case k.rate > target && !settled:
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
-		} else {
+		default:
 			k.rate *= adaptiveNudge // throttled below the target: it was a little high
 		}
 		if k.stated <= now {
@@ -843,12 +871,12 @@ func (k *adaptiveKey) relay(now int64) {
 
 // climb raises k's rate after an admitted answer: back to the estimate
 // quickly, then along the probe's cubic; without an estimate, doubling
-// each second. After a calm spell far below the best estimate (a storm
-// of throttling is over), the estimate returns to the best.
+// each second. After a calm spell below a third of the best estimate (a
+// storm of throttling is over), the estimate returns to the best.
 func (a *Adaptive) climb(k *adaptiveKey, now int64) {
 	dt := float64(now-k.updated) / 1e9
 	k.updated = now
-	if k.est > 0 && now-k.probe >= int64(adaptiveCalm) && k.rate < k.best/2 {
+	if k.est > 0 && now-k.probe >= int64(adaptiveCalm) && k.rate < k.best*adaptiveStorm {
 		k.est, k.probe = k.best, now
 	}
 	target := k.est * adaptiveTarget

@@ -157,3 +157,43 @@ func TestAdaptiveLeavesOthersTheirShare(t *testing.T) {
 		})
 	}
 }
+
+// TestAdaptiveFollowsFallingLimit checks that a hidden limit that halves
+// mid-run is followed within a few seconds, the issue's "cuts on
+// throttling": from 3 s after the fall to the end of the run, the learned
+// rate stays within ±10% of the new limit. Without the cut for a limit
+// that fell, each throttled answer at the settled rate cut it by 2%, and
+// 10/s falling to 5/s was still at 7.2/s 20 s later.
+func TestAdaptiveFollowsFallingLimit(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveHidden int
+		giveSeed   uint64
+	}{
+		{name: "10/s to 5/s", giveHidden: 10, giveSeed: 1},
+		{name: "10/s to 5/s, another draw", giveHidden: 10, giveSeed: 2},
+		{name: "100/s to 50/s", giveHidden: 100, giveSeed: 1},
+		{name: "100/s to 50/s, another draw", giveHidden: 100, giveSeed: 2},
+		{name: "1000/s to 500/s", giveHidden: 1000, giveSeed: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const fall, within, run = 10 * time.Second, 3 * time.Second, 30 * time.Second
+			res := simulate(simConfig{
+				hidden: tt.giveHidden, burst: max(tt.giveHidden/10, 1), callers: 32,
+				way: 4 * time.Millisecond, back: 2 * time.Millisecond, run: run, seed: tt.giveSeed, ceiling: PerSecond(10_000),
+				change: func(at time.Duration) (int, bool) {
+					if at >= fall {
+						return tt.giveHidden / 2, true
+					}
+					return tt.giveHidden, true
+				},
+			})
+			admitted, throttled, lo, hi := res.after(fall + within)
+			limit := float64(tt.giveHidden) / 2
+			t.Logf("rate from %v in [%.2f, %.2f], throttled %d of %d", fall+within, lo, hi, throttled, admitted+throttled)
+			assert.GreaterOrEqual(t, lo, 0.9*limit, "learned rate too low")
+			assert.LessOrEqual(t, hi, 1.1*limit, "learned rate too high")
+		})
+	}
+}

@@ -43,6 +43,8 @@ local adaptiveCalm = 5000000
 local adaptiveNudge = 0.98
 local adaptiveLead = 1.2
 local adaptiveSettled = 1.01
+local adaptiveFell = 3
+local adaptiveStorm = 1 / 3
 
 -- maxChanges bounds the changes kept: a booking older than all of them
 -- follows only those kept. learnedKeep is how long the state outlives its
@@ -224,7 +226,20 @@ local function cut(t)
     -- settled: throttled at the last cut's rate after the first second:
     -- a nudge (see throttle/adaptive.go).
     local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
-    if k.rate > target and not settled then
+    -- fell: a run of throttled answers at a settled rate (see
+    -- throttle/adaptive.go): bisect what the last second admitted and
+    -- the rate, by at most beta a cut.
+    local fell = false
+    if settled and t - k.first >= adaptiveBuckets * adaptiveBucket then
+      local last, thr = admitted(t, adaptiveMinSpan)
+      if thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
+        settled, fell = false, true
+        target = (last + k.rate) / 2
+      end
+    end
+    if fell then
+      k.rate = math.min(k.rate, math.max(target, k.rate * adaptiveBeta))
+    elseif k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
     else
       k.rate = k.rate * adaptiveNudge
@@ -246,7 +261,7 @@ end
 local function climb(t)
   local dt = (t - k.updated) / 1000000
   k.updated = t
-  if k.est > 0 and t - k.probe >= adaptiveCalm and k.rate < k.best / 2 then
+  if k.est > 0 and t - k.probe >= adaptiveCalm and k.rate < k.best * adaptiveStorm then
     k.est, k.probe = k.best, t
   end
   local target = k.est * adaptiveTarget

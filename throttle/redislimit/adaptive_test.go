@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -386,42 +387,68 @@ func TestAdaptiveCluster(t *testing.T) {
 // by the limiter in Redis against a hidden token bucket of 40/s (burst
 // 4), answers coming 5 ms after each request, the rate learned in Redis
 // follows the in-process one, fed the same answers, step by step, and
-// ends within 10% of the hidden limit.
+// stays within 10% of the hidden limit from 3 s after the start to the
+// end; also when that limit halves mid-run, from 3 s after the fall.
 func TestAdaptiveTwin(t *testing.T) {
 	t.Parallel()
-	s := startRedis(t)
-	c := newClock(time.Hour)
-	shared := newAdaptive(t, s, c)
-	local, err := throttle.NewAdaptive(throttle.PerSecond(100), throttle.WithClock(c.now))
-	require.NoError(t, err)
-	ctx := context.Background()
-	const key = "twin"
-	tokens, last := 4.0, c.now()
-	var due []time.Time   // when each answer in flight arrives
-	var throttled []bool  // and what it says
-	for i := range 8000 { // 8 s in 1 ms steps
-		c.advance(ms)
-		now := c.now()
-		for len(due) > 0 && !due[0].After(now) {
-			o := throttle.Outcome{N: 1, Throttled: throttled[0], Latency: 5 * ms}
-			require.NoError(t, shared.Learn(ctx, key, o))
-			require.NoError(t, local.Learn(ctx, key, o))
-			due, throttled = due[1:], throttled[1:]
-		}
-		r, err := shared.Reserve(ctx, key, 1, 0)
-		require.NoError(t, err)
-		require.InEpsilon(t, local.Rate(key), shared.Rate(key), 1e-9, "step %d", i)
-		if !r.OK {
-			continue
-		}
-		tokens = min(4, tokens+40*now.Sub(last).Seconds())
-		last = now
-		due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1)
-		if tokens >= 1 {
-			tokens--
-		}
+	tests := []struct {
+		name     string
+		giveRun  time.Duration
+		giveFall time.Duration // when the hidden limit halves, or 0
+		wantRate float64
+	}{
+		{name: "steady", giveRun: 8 * time.Second, wantRate: 40},
+		{name: "the limit halves", giveRun: 14 * time.Second, giveFall: 6 * time.Second, wantRate: 20},
 	}
-	assert.InDelta(t, 40, shared.Rate(key), 4, "within 10% of the hidden limit")
+	s := startRedis(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClock(time.Hour)
+			shared := newAdaptive(t, s, c)
+			local, err := throttle.NewAdaptive(throttle.PerSecond(100), throttle.WithClock(c.now))
+			require.NoError(t, err)
+			ctx := context.Background()
+			key := "twin " + tt.name
+			start := c.now()
+			tokens, last := 4.0, c.now()
+			var due []time.Time        // when each answer in flight arrives
+			var throttled []bool       // and what it says
+			lo, hi := math.Inf(1), 0.0 // the rate from 3 s after the start or the fall
+			for i := range int(tt.giveRun / ms) {
+				c.advance(ms)
+				now := c.now()
+				for len(due) > 0 && !due[0].After(now) {
+					o := throttle.Outcome{N: 1, Throttled: throttled[0], Latency: 5 * ms}
+					require.NoError(t, shared.Learn(ctx, key, o))
+					require.NoError(t, local.Learn(ctx, key, o))
+					due, throttled = due[1:], throttled[1:]
+				}
+				r, err := shared.Reserve(ctx, key, 1, 0)
+				require.NoError(t, err)
+				require.InEpsilon(t, local.Rate(key), shared.Rate(key), 1e-9, "step %d", i)
+				if now.Sub(start) >= tt.giveFall+3*time.Second {
+					lo, hi = min(lo, shared.Rate(key)), max(hi, shared.Rate(key))
+				}
+				if !r.OK {
+					continue
+				}
+				hidden, burst := 40.0, 4.0
+				if tt.giveFall > 0 && now.Sub(start) >= tt.giveFall {
+					hidden, burst = 20, 2
+				}
+				tokens = min(burst, tokens+hidden*now.Sub(last).Seconds())
+				last = now
+				due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1)
+				if tokens >= 1 {
+					tokens--
+				}
+			}
+			t.Logf("rate in [%.2f, %.2f]", lo, hi)
+			assert.GreaterOrEqual(t, lo, 0.9*tt.wantRate, "within 10% of the hidden limit")
+			assert.LessOrEqual(t, hi, 1.1*tt.wantRate, "within 10% of the hidden limit")
+		})
+	}
 }
 
 // TestAdaptivePubSub: a process hears of another's cut through pub/sub,
