@@ -215,6 +215,9 @@ local function cut(t)
   local last = admitted(t, adaptiveMinSpan)
   if last > e then e = last end
   local target = e * adaptiveTarget
+  -- less than a second of answers: keep the margin twice (see
+  -- throttle/adaptive.go).
+  if t - k.first < adaptiveMinSpan then target = target * adaptiveTarget end
   local hi = math.min(sent(t, adaptiveClimb), k.rate)
   if e > 0 and hi > e and (throttled < adaptiveSaturated or hi < adaptiveFlood * e) then
     e = (e + hi) / 2
