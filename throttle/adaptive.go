@@ -151,6 +151,9 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     than the rate even when late timers bunch them.
 //   - A key's first unit is a probe: the next wait for its answer, or
 //     50 ms.
+//   - At a learned rate, a unit that leaves late (its caller's timer
+//     fired late) holds the next back as long: no two leave closer
+//     together than the rate, which a bucket of burst 1 would refuse.
 //   - The rate never falls below the floor ([WithFloor], default
 //     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
@@ -204,7 +207,7 @@ type adaptiveKey struct {
 	paused  int64   // when the latest pause ends
 	probed  bool    // the first unit, the probe, was booked
 	gone    int64   // the latest slot that has come
-	release int64   // while a quota is stated, the next unit leaves no sooner (see adaptiveBooking.Until)
+	release int64   // the next unit leaves no sooner (see adaptiveBooking.Until)
 	zeros   int     // 1 when the last stated answer was admitted at 0 in a sliding window
 
 	tat    int64 // the next free slot
@@ -397,20 +400,36 @@ func (b *adaptiveBooking) Until() time.Duration {
 	now := b.a.clock()
 	k := b.k
 	d := b.slot - now
-	if k.stated <= now || b.gone {
+	if b.gone {
 		return time.Duration(d)
 	}
-	// A stated quota may raise the rate and move the slot earlier: look
-	// again at least this often. And release units no closer together
-	// than the rate, whatever the slots say: callers whose timers fired
-	// late (a stalled machine) would otherwise leave together, a herd
-	// that a sliding-window upstream refuses. Half an interval of slack
-	// keeps timers that fire a little late from drifting the pace.
+	// Release units no closer together than the rate, whatever the
+	// slots say: callers whose timers fired late (a stalled machine)
+	// would otherwise leave together, a herd that a sliding-window
+	// upstream refuses.
+	stated := k.stated > now
 	d = max(d, k.release-now)
 	if d <= 0 {
 		b.gone = true
-		k.release = max(k.release, now-k.cost(1)/2) + k.cost(b.n)
+		if stated {
+			// Half an interval of slack keeps timers that fire a
+			// little late from drifting the pace of a stated quota.
+			k.release = max(k.release, now-k.cost(1)/2) + k.cost(b.n)
+		} else {
+			// A learned rate sits close to a limit that may be a
+			// bucket of burst 1, which refuses any unit that comes
+			// less than an interval after the last: one that leaves
+			// late pushes the next. With the slack, a unit 3 ms late
+			// at 9.9/s and the next on time were 99 ms apart at a
+			// 10/s upstream, one refusal in 6a's steady state.
+			k.release = now + k.cost(b.n)
+		}
 	}
+	if !stated {
+		return time.Duration(d)
+	}
+	// A stated quota may raise the rate and move the slot earlier: look
+	// again at least this often.
 	return time.Duration(min(d, int64(adaptiveRecheck)))
 }
 

@@ -330,3 +330,38 @@ func TestAdaptiveReleaseKeepsPace(t *testing.T) {
 		assert.GreaterOrEqual(t, left[i]-left[i-1], 5*time.Millisecond, "release %d", i)
 	}
 }
+
+// TestAdaptiveLearnedReleaseKeepsInterval checks the spacing of releases
+// at a learned rate: a unit that leaves late pushes the next by as much,
+// so that no two leave closer together than the rate's interval (a
+// bucket of burst 1 refuses the second), and none leaves before its slot.
+func TestAdaptiveLearnedReleaseKeepsInterval(t *testing.T) {
+	const ms = time.Millisecond
+	var now time.Duration
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	a, err := NewAdaptive(PerSecond(10), WithClock(func() time.Time { return start.Add(now) }))
+	require.NoError(t, err)
+	ctx := context.Background()
+	var bs []*adaptiveBooking
+	for range 3 {
+		r, err := a.Reserve(ctx, "k", 1, -1)
+		require.NoError(t, err)
+		bs = append(bs, r.booking.(*adaptiveBooking))
+	}
+	tests := []struct {
+		name      string
+		giveAt    time.Duration
+		giveWho   int
+		wantUntil time.Duration
+	}{
+		{name: "the first, 3 ms late, leaves", giveAt: 3 * ms, giveWho: 0, wantUntil: -3 * ms},
+		{name: "the second, at its slot, waits the 3 ms", giveAt: 100 * ms, giveWho: 1, wantUntil: 3 * ms},
+		{name: "then leaves", giveAt: 103 * ms, giveWho: 1, wantUntil: 0},
+		{name: "the third, before its slot, waits an interval after the second left", giveAt: 150 * ms, giveWho: 2, wantUntil: 53 * ms},
+		{name: "the third, at its slot, waits as much", giveAt: 200 * ms, giveWho: 2, wantUntil: 3 * ms},
+	}
+	for _, tt := range tests {
+		now = tt.giveAt
+		assert.Equal(t, tt.wantUntil, bs[tt.giveWho].Until(), tt.name)
+	}
+}
