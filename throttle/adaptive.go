@@ -53,6 +53,13 @@ const (
 	// may be for a throttled answer to cut by adaptiveNudge only (see
 	// cut): the probe's cubic climbs 1% in 10 s.
 	adaptiveSettled = 1.01
+	// adaptiveSpaced is the least interval at which a learned rate's
+	// units leave no closer together than it (see
+	// adaptiveBooking.Until): at shorter ones, a timer's lateness is a
+	// large part of the interval, and waiting out each late unit's push
+	// drifted the pace (6c, 1000/s: 92-96% of the limit used instead of
+	// 100%).
+	adaptiveSpaced = 20 * time.Millisecond
 	// adaptiveFell is how many throttled answers in the last second, a
 	// fifth or more of them, tell a limit that fell from jitter.
 	adaptiveFell = 3
@@ -151,9 +158,10 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     than the rate even when late timers bunch them.
 //   - A key's first unit is a probe: the next wait for its answer, or
 //     50 ms.
-//   - At a learned rate, a unit that leaves late (its caller's timer
-//     fired late) holds the next back as long: no two leave closer
-//     together than the rate, which a bucket of burst 1 would refuse.
+//   - At a learned rate of 50/s or less, a unit that leaves late (its
+//     caller's timer fired late) holds the next back as long: no two
+//     leave closer together than the rate, which a bucket of burst 1
+//     would refuse.
 //   - The rate never falls below the floor ([WithFloor], default
 //     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
@@ -408,6 +416,9 @@ func (b *adaptiveBooking) Until() time.Duration {
 	// would otherwise leave together, a herd that a sliding-window
 	// upstream refuses.
 	stated := k.stated > now
+	if !stated && k.cost(1) < int64(adaptiveSpaced) {
+		return time.Duration(d)
+	}
 	d = max(d, k.release-now)
 	if d <= 0 {
 		b.gone = true
@@ -419,9 +430,10 @@ func (b *adaptiveBooking) Until() time.Duration {
 			// A learned rate sits close to a limit that may be a
 			// bucket of burst 1, which refuses any unit that comes
 			// less than an interval after the last: one that leaves
-			// late pushes the next. With the slack, a unit 3 ms late
-			// at 9.9/s and the next on time were 99 ms apart at a
-			// 10/s upstream, one refusal in 6a's steady state.
+			// late pushes the next by as much. A unit 3 ms late at
+			// 9.8/s and the next on time were 99 ms apart at a 10/s
+			// upstream, one refusal in 6a's steady state; with 1 ms
+			// of slack, 6a still had one in 1 of 4 passes.
 			k.release = now + k.cost(b.n)
 		}
 	}

@@ -334,7 +334,8 @@ func TestAdaptiveReleaseKeepsPace(t *testing.T) {
 // TestAdaptiveLearnedReleaseKeepsInterval checks the spacing of releases
 // at a learned rate: a unit that leaves late pushes the next by as much,
 // so that no two leave closer together than the rate's interval (a
-// bucket of burst 1 refuses the second), and none leaves before its slot.
+// bucket of burst 1 refuses the second), and none leaves before its
+// slot.
 func TestAdaptiveLearnedReleaseKeepsInterval(t *testing.T) {
 	const ms = time.Millisecond
 	var now time.Duration
@@ -348,7 +349,7 @@ func TestAdaptiveLearnedReleaseKeepsInterval(t *testing.T) {
 		require.NoError(t, err)
 		bs = append(bs, r.booking.(*adaptiveBooking))
 	}
-	tests := []struct {
+	tests := []struct { // in time order: the limiter's clock never goes back
 		name      string
 		giveAt    time.Duration
 		giveWho   int
