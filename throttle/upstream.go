@@ -684,6 +684,21 @@ func (q *statedQuota) spacing() int64 {
 	return int64(math.Ceil(float64(w) / l))
 }
 
+// paceStart returns the first slot of q's pace after its reset: the
+// reset, or one spacing after it when a statement of the window said
+// nothing was left and no boundary has told the quota fixed. A sliding
+// counter whose previous window was spent in full has no room at the
+// boundary, and gets it back at its limit per window from there: on 5d
+// a unit sent at the reset took room that had not come back, the other
+// client's next send was refused instead, and its Retry-After paused the
+// key for a second (1 pass in 6).
+func (q *statedQuota) paceStart() int64 {
+	if q.raw == 0 && q.untold() {
+		return q.reset + q.spacing()
+	}
+	return q.reset
+}
+
 // earliest returns the first slot at or after from at which q admits n
 // units.
 func (q *statedQuota) earliest(from int64, n int) int64 {
@@ -711,7 +726,7 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		}
 		switch {
 		case !q.sliding && !q.vague():
-			from = q.reset
+			from = q.paceStart()
 		case q.spacing() == 0:
 			// It refills before its reset at a pace nobody stated (a
 			// GCRA's bucket): the reset is no bound; the configured
