@@ -13,7 +13,9 @@ import (
 // told fixed or sliding starts one spacing after the reset, not at it: a
 // sliding counter whose previous window holds its limit has no room at
 // the boundary (5d). Bookings paced from the reset before the statement
-// came move later to it.
+// came move later to it. (With no other client, "spent" is a remaining
+// of 0; with others it counts their expected spend, see
+// TestUpstreamKeepsAFirstWindowsOthersOutOfThePace.)
 func TestUpstreamStartsThePaceAfterASpentWindowOneSpacingLate(t *testing.T) {
 	const sp = time.Second/9 + 1 // 10 a window less the unit of headroom, rounded up
 	tests := []struct {

@@ -165,8 +165,10 @@ func TestUpstreamKeepsAFirstWindowsOthersOutOfThePace(t *testing.T) {
 	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 2, Latency: 5 * time.Millisecond, Statements: []throttle.Statement{s}}))
 	assert.Equal(t, 1, p.u.Stated("k")[0].Remaining, "3 stated, 2 in flight")
 	step := time.Second / 5 // 10 − 4 others − 1 of headroom a window
-	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second, time.Second + step, time.Second + 2*step},
-		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s), 5 a window")
+	// From one spacing after the latest end: others are expected to spend
+	// 4 before it, where 3 were left (paceStart).
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second + step, time.Second + 2*step, time.Second + 3*step},
+		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s) plus a spacing, 5 a window")
 }
 
 // bookAfter books one unit of "k" on u for each of afters, as
