@@ -54,7 +54,9 @@ func TestTransportBooksStatedQuota(t *testing.T) {
 			name:       "an HTTP-date reset: held until the latest the window can end",
 			giveOpts:   retryOnly,
 			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "Sat, 01 Jan 2000 00:00:10 GMT"}, // synctest's clock starts at 00:00:00
-			wantGaps:   []time.Duration{11 * time.Second, 10 * time.Second},                                                                    // then 1 per 10 s, the longest reset seen: of the 2 spent, 1 was ours, 1 another client's
+			// 1 per 10 s, the longest reset seen (of the 2 spent, 1 was ours, 1 another client's), from one spacing after the
+			// latest end (11 s): a spent window of a quota that may be a sliding counter has no room at its end (paceStart).
+			wantGaps: []time.Duration{21 * time.Second, 10 * time.Second},
 		},
 		{
 			name:       "an Adaptive alone holds a spent quota itself, without a pause",

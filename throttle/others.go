@@ -140,13 +140,15 @@ func (o *otherClients) share(w int64, limit int) float64 {
 // the 32 callers of 5d booked the second window while the first window's
 // answers were still coming back, at 48 a second, before what they said
 // showed that another client spent 9 of it; held to that, they met a 429
-// and its 1 s pause.
+// and its 1 s pause. The pace after a reset also moves to start where
+// paceStart says, once a statement says the window was spent.
 func (k *statedKey) repace(q *statedQuota, now int64) {
 	sp := q.spacing()
 	if sp <= 0 {
 		return
 	}
 	next := int64(math.MinInt64)
+	start := q.paceStart()
 	for i := range k.flight {
 		f := &k.flight[i]
 		j := f.b.part(q.name)
@@ -154,6 +156,9 @@ func (k *statedKey) repace(q *statedQuota, now int64) {
 			continue // not paced on q
 		}
 		at := k.due(f)
+		if start > q.reset && !f.b.parts[j].before && at >= q.stamp+q.lo {
+			next = max(next, start) // paced after a reset that may have no room at it (paceStart)
+		}
 		if at > now && next > at {
 			f.b.slot += next - at
 			at = next

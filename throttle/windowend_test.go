@@ -57,10 +57,13 @@ func (p *phasedWindows) next() time.Duration {
 func TestUpstreamLearnsWhereAWindowEnds(t *testing.T) {
 	p := newPhasedWindows(t, 10)
 	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 0, false)
-	assert.Equal(t, time.Second, p.next(), "0.6 s stated left, rounded up to a 1 s window from the answer's arrival: 1.4 s, not the latest end 2 s")
+	// One spacing after the reset: the window was spent, and the quota
+	// may be a sliding counter (paceStart); others spent 9 of 10, so the
+	// spacing is a second.
+	assert.Equal(t, 2*time.Second, p.next(), "0.6 s stated left, rounded up to a 1 s window from the answer's arrival: 1.4 s, not the latest end 2 s, plus a spacing")
 
 	p.answer(1200*time.Millisecond, 1190*time.Millisecond, 1, 0, true)
-	assert.Equal(t, 200*time.Millisecond, p.next(), "handled in the old window: its end is later than 1.19 s, which says nothing new here")
+	assert.Equal(t, 1200*time.Millisecond, p.next(), "handled in the old window: its end is later than 1.19 s, which says nothing new here")
 
 	p.answer(1350*time.Millisecond, 1340*time.Millisecond, 2, 9, false)
 	got := p.u.Stated("k")
@@ -162,8 +165,10 @@ func TestUpstreamKeepsAFirstWindowsOthersOutOfThePace(t *testing.T) {
 	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 2, Latency: 5 * time.Millisecond, Statements: []throttle.Statement{s}}))
 	assert.Equal(t, 1, p.u.Stated("k")[0].Remaining, "3 stated, 2 in flight")
 	step := time.Second / 5 // 10 − 4 others − 1 of headroom a window
-	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second, time.Second + step, time.Second + 2*step},
-		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s), 5 a window")
+	// From one spacing after the latest end: others are expected to spend
+	// 4 before it, where 3 were left (paceStart).
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second + step, time.Second + 2*step, time.Second + 3*step},
+		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s) plus a spacing, 5 a window")
 }
 
 // bookAfter books one unit of "k" on u for each of afters, as
@@ -186,7 +191,7 @@ func bookAfter(t *testing.T, u *throttle.Upstream, afters []time.Duration) []tim
 func TestUpstreamHoldsALongWindowToItsLatestEnd(t *testing.T) {
 	p := newPhasedWindows(t, 10)
 	p.answer(400*time.Millisecond, 390*time.Millisecond, 30, 0, false)
-	assert.Equal(t, 30600*time.Millisecond, p.next(), "the stated reset (30 s) plus its precision")
+	assert.Equal(t, 60600*time.Millisecond, p.next(), "the stated reset (30 s) plus its precision, plus a spacing (paceStart: others spent 9 of 10)")
 }
 
 // Answers to requests in flight together arrive in any order: the lowest
