@@ -336,27 +336,29 @@ func (k *statedKey) since(unit string, t int64) int {
 type statedQuota struct {
 	name      string
 	unit      string
-	refills   bool  // a token bucket: reset is when it is full (see refill)
-	period    int64 // a refilling quota's time from empty to full, estimated; 0 when unknown
-	longestR  int64 // the longest reset period was estimated from
-	gap       int64 // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
-	gapAt     int64 // when gap was seen
-	limit     int   // per window, or -1
-	window    int64 // stated or learned, or 0
-	stated    bool  // window came from the upstream
-	absolute  bool  // resets are stated as instants: window boundaries
-	longest   int64 // the longest reset stated, a lower bound of the window
-	reset     int64 // T: when the quota returns
-	precision int64 // how finely reset was stated
-	left      int   // units that may still be booked before reset
-	raw       int   // the remaining last stated, before units in flight are taken off
-	sliding   bool  // remaining grew within a window: it refills before the reset
-	sent      int64 // when the request whose answer set left was sent, or MinInt64
-	heardAt   int64 // when the answer that set left arrived
-	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
-	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
-	probed    int64 // the stamp of the window a probe was booked in
-	fixed     bool  // what was left came back at a window boundary: a fixed window
+	refills   bool        // a token bucket: reset is when it is full (see refill)
+	period    int64       // a refilling quota's time from empty to full, estimated; 0 when unknown
+	longestR  int64       // the longest reset period was estimated from
+	gap       int64       // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
+	gapAt     int64       // when gap was seen
+	limit     int         // per window, or -1
+	window    int64       // stated or learned, or 0
+	stated    bool        // window came from the upstream
+	absolute  bool        // resets are stated as instants: window boundaries
+	longest   int64       // the longest reset stated, a lower bound of the window
+	reset     int64       // T: when the quota returns
+	precision int64       // how finely reset was stated
+	left      int         // units that may still be booked before reset
+	raw       int         // the remaining last stated, before units in flight are taken off
+	sliding   bool        // remaining grew within a window: it refills before the reset
+	sent      int64       // when the request whose answer set left was sent, or MinInt64
+	heardAt   int64       // when the answer that set left arrived
+	stamp     int64       // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
+	lo, hi    int64       // a phased quota's window ends after stamp+lo and at or before stamp+hi
+	probed    int64       // the stamp of the window a probe was booked in
+	fixed     bool        // what was left came back at a window boundary: a fixed window
+	count     windowCount // what the window stamp counted of this client's and others' units (windowend.go)
+	hold      heldUnits   // units past an untold window's reset, held for its probe (windowend.go)
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
@@ -721,10 +723,10 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		// A sliding window refills before its reset: pace at its limit
 		// per window instead of waiting for the reset.
 	}
-	if q.spacing() == 0 {
+	if q.spacing() == 0 || q.holds() {
 		return from
 	}
-	return max(from, q.tat)
+	return max(from, q.burst(q.tat))
 }
 
 // book takes n units of q at slot, which earliest allowed, and returns
@@ -758,6 +760,8 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 		}
 	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
 		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
+	case slot >= q.reset && q.holds():
+		q.holdUnits(&p, n)
 	case q.spacing() > 0:
 		p.tatBefore = q.tat
 		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
@@ -773,6 +777,7 @@ type statedPart struct {
 	n                   int
 	before              bool  // taken from what was left before reset
 	probe               int64 // the window it probed (windowend.go), or 0
+	held                bool  // held past an untold window's reset for its probe (windowend.go)
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
 	// meterBefore and meterAfter are the measured bucket's tat around
 	// the booking (refill.go), when it booked there.
@@ -962,6 +967,9 @@ func (b *statedBooking) Until() time.Duration {
 	due := b.slot + b.k.shift - b.seen
 	if due > now {
 		return time.Duration(due - now)
+	}
+	if x := b.k.held(b, now); x > now {
+		return time.Duration(x - now) // held for a probe's answer (windowend.go)
 	}
 	for i := range b.k.quotas {
 		q := &b.k.quotas[i]
