@@ -93,7 +93,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
 	count := q.count
 	if fresh {
-		count = windowCount{others: max(q.limit-s.Remaining-a.n, 0), at: a.now}
+		count = windowCount{others: max(q.limit-s.Remaining-a.n, 0), at: a.now, exact: prev == math.MinInt64 || q.fixed && !q.sliding}
 	}
 	leftOf := func(raw int) int {
 		if raw < 0 {
@@ -396,6 +396,10 @@ type windowCount struct {
 	ours   int   // this client's units admitted, as their answers said
 	others int   // at most what others had spent before the window's first answer
 	at     int64 // when that answer arrived
+	// exact says limit − remaining is what the window counted: a fixed
+	// window, or the key's first window heard (a sliding counter's
+	// count of the window before, then others' only, is in others).
+	exact bool
 }
 
 // unseen returns how many of the inFlight units of this client (booked
@@ -410,7 +414,7 @@ type windowCount struct {
 // at once, and each unit that was booked meanwhile went to the next
 // window, where the configured sliding log then held every later booking).
 func (q *statedQuota) unseen(raw, inFlight int, c windowCount, a arrival) int {
-	if q.unit != UnitRequests || q.limit <= 0 || inFlight <= 0 {
+	if q.unit != UnitRequests || q.limit <= 0 || inFlight <= 0 || !c.exact || q.sliding {
 		return max(inFlight, 0)
 	}
 	handled := q.limit - raw - a.n - c.ours - c.others - q.others.until(a.now-c.at)
