@@ -336,31 +336,31 @@ func (k *statedKey) since(unit string, t int64) int {
 type statedQuota struct {
 	name      string
 	unit      string
-	refills   bool        // a token bucket: reset is when it is full (see refill)
-	period    int64       // a refilling quota's time from empty to full, estimated; 0 when unknown
-	longestR  int64       // the longest reset period was estimated from
-	gap       int64       // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
-	gapAt     int64       // when gap was seen
-	limit     int         // per window, or -1
-	window    int64       // stated or learned, or 0
-	stated    bool        // window came from the upstream
-	absolute  bool        // resets are stated as instants: window boundaries
-	longest   int64       // the longest reset stated, a lower bound of the window
-	reset     int64       // T: when the quota returns
-	precision int64       // how finely reset was stated
-	left      int         // units that may still be booked before reset
-	raw       int         // the remaining last stated, before units in flight are taken off
-	sliding   bool        // remaining grew within a window: it refills before the reset
-	sent      int64       // when the request whose answer set left was sent, or MinInt64
-	heardAt   int64       // when the answer that set left arrived
-	stamp     int64       // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
-	lo, hi    int64       // a phased quota's window ends after stamp+lo and at or before stamp+hi
-	probed    int64       // the stamp of the window a probe was booked in
-	fixed     bool        // what was left came back at a window boundary: a fixed window
-	count     windowCount // what the window stamp counted of this client's and others' units (windowend.go)
-	hold      heldUnits   // units past an untold window's reset, held for its probe (windowend.go)
+	refills   bool  // a token bucket: reset is when it is full (see refill)
+	period    int64 // a refilling quota's time from empty to full, estimated; 0 when unknown
+	longestR  int64 // the longest reset period was estimated from
+	gap       int64 // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
+	gapAt     int64 // when gap was seen
+	limit     int   // per window, or -1
+	window    int64 // stated or learned, or 0
+	stated    bool  // window came from the upstream
+	absolute  bool  // resets are stated as instants: window boundaries
+	longest   int64 // the longest reset stated, a lower bound of the window
+	reset     int64 // T: when the quota returns
+	precision int64 // how finely reset was stated
+	left      int   // units that may still be booked before reset
+	raw       int   // the remaining last stated, before units in flight are taken off
+	sliding   bool  // remaining grew within a window: it refills before the reset
+	sent      int64 // when the request whose answer set left was sent, or MinInt64
+	heardAt   int64 // when the answer that set left arrived
+	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
+	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
+	probed    int64 // the stamp of the window a probe was booked in
+	fixed     bool  // what was left came back at a window boundary: a fixed window
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	count     windowCount // what the window stamp counted of this client's and others' units (windowend.go)
+	hold      heldUnits   // units past an untold window's reset, held for its probe (windowend.go)
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64       // when the statement stops holding anything back
 }
