@@ -367,13 +367,16 @@ func (k *statedKey) unhold(q *statedQuota, now int64) {
 }
 
 // burst returns the slot of a unit whose pace after q's reset puts it at
-// t: for a fixed window, the start of the window t lies in (the latest
-// its reset can be, plus whole windows), so that each window's units go
-// at once, as the upstream allows; otherwise t. Paced within the window,
-// the last partial window of a job took up to a window longer than it
-// had to (5c).
+// t: for a fixed window that no other client is seen spending, the start
+// of the window t lies in (the latest its reset can be, plus whole
+// windows), so that each window's units go at once, as the upstream
+// allows; otherwise t. Paced within the window, the last partial window
+// of a job took up to a window longer than it had to (5c). Beside
+// another client, a burst at each boundary spent the window before its
+// requests came: they were refused, so its share looked smaller, and
+// this client's last unit of a window met a 429 and a pause (5e).
 func (q *statedQuota) burst(t int64) int64 {
-	if !q.fixed || q.sliding || q.stamp == math.MinInt64 || q.window <= 0 || t <= q.reset {
+	if !q.fixed || q.sliding || q.stamp == math.MinInt64 || q.window <= 0 || t <= q.reset || q.others.perNs() > 0 {
 		return t
 	}
 	return q.reset + (t-q.reset)/q.window*q.window
