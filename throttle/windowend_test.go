@@ -81,8 +81,8 @@ func TestUpstreamProbesWhereAFixedWindowEnds(t *testing.T) {
 	assert.Equal(t, ms(870, 950), delays(t, p.u, 2), "the probe at 2 s + 270 ms, then the latest end, 2.35 s")
 
 	p.answer(2280*time.Millisecond, 2270*time.Millisecond, 2, 0, true) // the probe met the old window: lo is 270 ms
-	assert.Equal(t, []time.Duration{70 * time.Millisecond}, delays(t, p.u, 1),
-		"no second probe in this window: at the latest end, with the one booked there (a fixed window's units go at once)")
+	assert.Equal(t, []time.Duration{70*time.Millisecond + (time.Second+47)/48}, delays(t, p.u, 1),
+		"no second probe in this window: one spacing (1 s / 48) after the one booked at the latest end (the 47 spent here were others': no burst)")
 }
 
 // Answers in flight together may have been handled in either order: of
@@ -109,8 +109,8 @@ func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
 	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9, false) // hi: 305 ms; fixed; 1 of ours
 	// Half a window in, 6 were spent and 2 were ours: others spend 8/s.
 	p.answer(1805*time.Millisecond, 1800*time.Millisecond, 2, 4, false)
-	assert.Equal(t, ms(500, 500, 1500), delays(t, p.u, 3),
-		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave, at once at each window's latest end")
+	assert.Equal(t, ms(500, 1000, 1500), delays(t, p.u, 3),
+		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave, paced: no burst at a boundary beside another client")
 }
 
 // A sliding counter's count of the window before carries over its
