@@ -93,7 +93,16 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
 	count := q.count
 	if fresh {
-		count = windowCount{others: max(q.limit-s.Remaining-a.n, 0), at: a.now, exact: prev == math.MinInt64 || q.fixed && !q.sliding}
+		// What the window's first answer says was spent before it is
+		// others' at most; with nobody else seen spending, of this
+		// client's units in flight (a burst's, answered in any order)
+		// as many as it can be, the rest others'.
+		others := max(q.limit-s.Remaining-a.n, 0)
+		exact := q.fixed && !q.sliding && q.others.perNs() == 0
+		if exact {
+			others = max(others-k.inFlight(q.unit, reset, a), 0)
+		}
+		count = windowCount{others: others, at: a.now, exact: exact}
 	}
 	leftOf := func(raw int) int {
 		if raw < 0 {
@@ -222,10 +231,12 @@ func (q *statedQuota) probe(from int64) (int64, bool) {
 // 5a lost a third of its first window so.)
 func (q *statedQuota) merge(raw int, a arrival, leftOf func(int) int) {
 	if a.sent != math.MinInt64 && a.sent >= q.sent && a.sent >= q.heardAt {
-		if q.raw >= 0 && (raw > q.raw && !q.fixed || raw-q.raw > max(q.limit/16, 1)) {
-			// Told fixed at a boundary, a unit or so more is answers
-			// to requests sent together, handled out of order (5c: one
-			// such answer paced the rest of the job).
+		if q.raw >= 0 && raw > q.raw && (!q.fixed || raw-q.raw >= 2 && a.sent-q.sent >= q.window/8) {
+			// Told fixed at a boundary, more left is answers to
+			// requests sent together, handled out of order (5c: such
+			// answers, up to 30 apart under load, paced the rest of
+			// the job); a sliding counter's decay shows between
+			// requests sent an eighth of a window apart or more.
 			q.sliding = true
 		}
 		if q.fixed && !q.sliding && q.raw >= 0 {
@@ -400,8 +411,10 @@ type windowCount struct {
 	others int   // at most what others had spent before the window's first answer
 	at     int64 // when that answer arrived
 	// exact says limit − remaining is what the window counted: a fixed
-	// window, or the key's first window heard (a sliding counter's
-	// count of the window before, then others' only, is in others).
+	// window that nobody else is seen spending. (In the key's first window the first answer heard may be
+	// one handled late: what it says was spent before it was this
+	// client's too, and counted as others' it held 5c's first window to
+	// 32. A window lost there costs 5c nothing: its last window had room.)
 	exact bool
 }
 
