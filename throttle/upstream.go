@@ -359,8 +359,6 @@ type statedQuota struct {
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
-	count     windowCount // what the window stamp counted of this client's and others' units (windowend.go)
-	hold      heldUnits   // units past an untold window's reset, held for its probe (windowend.go)
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64       // when the statement stops holding anything back
 }
@@ -723,10 +721,10 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		// A sliding window refills before its reset: pace at its limit
 		// per window instead of waiting for the reset.
 	}
-	if q.spacing() == 0 || q.holds() {
+	if q.spacing() == 0 {
 		return from
 	}
-	return max(from, q.burst(q.tat))
+	return max(from, q.tat)
 }
 
 // book takes n units of q at slot, which earliest allowed, and returns
@@ -760,8 +758,6 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 		}
 	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
 		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
-	case slot >= q.reset && q.holds():
-		q.holdUnits(&p, n)
 	case q.spacing() > 0:
 		p.tatBefore = q.tat
 		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
@@ -777,7 +773,6 @@ type statedPart struct {
 	n                   int
 	before              bool  // taken from what was left before reset
 	probe               int64 // the window it probed (windowend.go), or 0
-	held                bool  // held past an untold window's reset for its probe (windowend.go)
 	tatBefore, tatAfter int64 // the spacing it took after reset, if any
 	// meterBefore and meterAfter are the measured bucket's tat around
 	// the booking (refill.go), when it booked there.
@@ -967,9 +962,6 @@ func (b *statedBooking) Until() time.Duration {
 	due := b.slot + b.k.shift - b.seen
 	if due > now {
 		return time.Duration(due - now)
-	}
-	if x := b.k.held(b, now); x > now {
-		return time.Duration(x - now) // held for a probe's answer (windowend.go)
 	}
 	for i := range b.k.quotas {
 		q := &b.k.quotas[i]
