@@ -37,9 +37,7 @@ func TestUpstreamStartsThePaceAfterASpentWindowOneSpacingLate(t *testing.T) {
 			answer := func(at time.Duration, n, remaining int) {
 				t.Helper()
 				now = base.Add(at)
-				resetAt := base.Add(time.Second)
-				s := Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
-					Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+				s := tenPerSecond(now, base.Add(time.Second), remaining)
 				require.NoError(t, u.Learn(context.Background(), "k", Outcome{N: n, Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
 			}
 			for r := 9; r >= tt.giveLast; r-- { // ours, one at a time: no other client

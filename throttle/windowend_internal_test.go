@@ -30,9 +30,7 @@ func TestUpstreamTellsAFixedWindowOnlyAcrossAShortSilence(t *testing.T) {
 			answer := func(at time.Duration, stamp, remaining int) {
 				t.Helper()
 				now = base.Add(at)
-				resetAt := base.Add(time.Duration(stamp) * time.Second)
-				s := Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
-					Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+				s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
 				require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
 			}
 			answer(100*time.Millisecond, 1, 1)
@@ -116,4 +114,12 @@ func TestUpstreamRepacesWhenOthersShareGrows(t *testing.T) {
 	}
 	assert.Equal(t, []time.Duration{600 * time.Millisecond, 800 * time.Millisecond, time.Second}, got,
 		"the first stays; the others 1 s / 5 apart (10 less 4 less 1), not 1 s / 9")
+}
+
+// tenPerSecond is what an upstream with 10 requests a window states at
+// now, its reset stated to the second as resetAt (the window may end up
+// to a second later).
+func tenPerSecond(now, resetAt time.Time, remaining int) Statement {
+	return Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
+		Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
 }
