@@ -35,12 +35,16 @@ import (
 // A Transport is safe for concurrent use by multiple goroutines.
 type Transport struct {
 	base       http.RoundTripper
-	limiter    throttle.Limiter   // configured and upstream, booked at one slot
-	configured throttle.Limiter   // WithLimiter's: booked alone while upstream has heard nothing, and WithEstimate's parts
-	pauser     throttle.Pauser    // limiter, when it can pause keys
-	learner    throttle.Learner   // configured, when it learns
-	spends     bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
-	upstream   *throttle.Upstream // what the upstream states, per key
+	limiter    throttle.Limiter // configured and upstream, booked at one slot
+	configured throttle.Limiter // WithLimiter's: booked alone while upstream has heard nothing, and WithEstimate's parts
+	pauser     throttle.Pauser  // limiter, when it can pause keys
+	learner    throttle.Learner // configured, when it learns
+	// inMemory is set when learner is a bucket that learns its headroom
+	// in memory and never blocks: it hears each outcome with the
+	// request's context, not one of its own (overhead goal: ≤ 3 allocs).
+	inMemory bool
+	spends   bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
+	upstream *throttle.Upstream // what the upstream states, per key
 	// unheard counts attempts sent before the record heard anything
 	// (not booked on it) and not yet answered: the first statements'
 	// remaining is theirs first (Outcome.Unbooked).
@@ -99,6 +103,18 @@ func (t *Transport) follow() {
 	configured := t.limiter
 	t.configured = configured
 	t.learner, _ = configured.(throttle.Learner)
+	switch b := configured.(type) {
+	case *throttle.TokenBucket:
+		t.inMemory = true
+		if b.Tolerance() == 0 {
+			t.learner = nil // no headroom to follow
+		}
+	case *throttle.LeakyBucket:
+		t.inMemory = true
+		if b.Tolerance() == 0 {
+			t.learner = nil
+		}
+	}
 	_, t.spends = configured.(*throttle.Adaptive)
 	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil {
@@ -243,9 +259,13 @@ type call struct {
 	// limiter alone, because the record had heard nothing yet.
 	unheard bool
 	attempt int
-	body    io.ReadCloser // the body of the next attempt, until it is sent
-	fresh   bool          // body came from GetBody, not from req
-	queued  time.Duration // time spent in the queue's line
+	// due is this attempt's booked slot as time since the Transport's
+	// epoch, when a learner hears its lateness; late is how long after
+	// it the attempt was sent (Outcome.Late).
+	due, late time.Duration
+	body      io.ReadCloser // the body of the next attempt, until it is sent
+	fresh     bool          // body came from GetBody, not from req
+	queued    time.Duration // time spent in the queue's line
 	// began is when the call first waited (in line, for its slot, or on
 	// the wire), as time since the Transport's epoch, if begun: a
 	// refusal's Elapsed counts from it.
@@ -348,6 +368,7 @@ func (c *call) run() (*http.Response, error) {
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
 	c.recorded, c.unheard = false, false
+	c.due, c.late = 0, 0
 	if c.t.upstream != nil && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
 		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both.
@@ -376,6 +397,9 @@ func (c *call) book(ctx context.Context) error {
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
 	c.recorded = c.costs == nil && c.t.upstream != nil && l == c.t.limiter
+	if c.t.learner != nil {
+		c.due = time.Since(c.t.epoch) + r.Delay
+	}
 	var start time.Duration
 	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && r.Delay > 0
 	if timed {
@@ -438,6 +462,9 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 	if timed {
 		start = time.Since(c.t.epoch)
 		c.waiting(start)
+		if c.due > 0 {
+			c.late = max(start-c.due, 0)
+		}
 	}
 	resp, err = c.t.roundTripper().RoundTrip(out)
 	if timed || c.t.pauser != nil || c.t.retry {
@@ -531,7 +558,7 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 	if c.t.learner == nil && c.t.upstream == nil {
 		return
 	}
-	o := throttle.Outcome{Failed: resp == nil, Latency: latency, Unbooked: unheard}
+	o := throttle.Outcome{Failed: resp == nil, Latency: latency, Late: c.late, Unbooked: unheard}
 	if c.cost > 0 {
 		o.N = c.cost
 	}
@@ -541,6 +568,10 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 	}
 	upstream := c.t.upstream != nil && (len(o.Statements) > 0 || c.t.upstream.Heard())
 	if c.t.learner == nil && !upstream {
+		return
+	}
+	if c.t.inMemory && !upstream {
+		_ = c.t.learner.Learn(c.req.Context(), c.key, o) // never blocks
 		return
 	}
 	ctx, stop := context.WithTimeout(context.WithoutCancel(c.req.Context()), throttle.CancelTimeout)

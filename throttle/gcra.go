@@ -1,13 +1,22 @@
 package throttle
 
+import "github.com/egress-go/egress/internal/tolerance"
+
 // gcra is the Generic Cell Rate Algorithm shared by TokenBucket and
 // LeakyBucket: one timestamp per key, the theoretical arrival time (tat)
 // of the next unit if the budget were spent at exactly the rate. The
 // budget is full whenever tat is not after now. redislimit's scripts do
 // the same arithmetic.
 type gcra struct {
-	interval int64 // nanoseconds per unit
-	burst    int64 // units that may go at once
+	interval int64 // nanoseconds per unit, before any headroom
+	burst    int64 // units that may go at once, before any headroom
+	hr       *tolerance.Headroom
+}
+
+// params returns the interval and the span of the burst (burst times
+// interval, less the headroom in use: see [tolerance.Span]).
+func (g *gcra) params() (interval, span int64) {
+	return tolerance.Span(g.interval, int(g.burst), g.hr.Get())
 }
 
 type gcraState struct {
@@ -81,19 +90,21 @@ func (s *gcraState) slackAfter(seq uint64) int64 {
 }
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
-	return max(now, from, s.tat+int64(n)*g.interval-g.burst*g.interval)
+	iv, span := g.params()
+	return max(now, from, s.tat+int64(n)*iv-span)
 }
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
 func (g *gcra) book(s *gcraState, now, slot int64, n int, seq uint64, tally bool) (undo int64, remaining int) {
+	iv, span := g.params()
 	before := s.tat
-	s.tat = max(s.tat, slot) + int64(n)*g.interval
+	s.tat = max(s.tat, slot) + int64(n)*iv
 	s.pushSlack(seq, max(before-slot, 0))
 	if !tally {
 		return before - s.adj, 0
 	}
-	return before - s.adj, int(max(g.burst*g.interval-(s.tat-slot), 0) / g.interval)
+	return before - s.adj, int(max(span-(s.tat-slot), 0) / iv)
 }
 
 func (g *gcra) due(s *gcraState, c *claim, slot int64) int64 { return slot }
@@ -129,23 +140,24 @@ func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) 
 // before it. The latest booking gives back in full. The floor set by
 // raise still holds.
 func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, stale bool) {
+	iv, _ := g.params()
 	before := s.tat
 	switch {
 	case delta > 0 && stale:
-		s.tat = max(s.tat, now) + delta*g.interval // the dropped tat lay no later than now
+		s.tat = max(s.tat, now) + delta*iv // the dropped tat lay no later than now
 	case delta > 0 && c.n == 0:
 		// A claim of nothing (a part of ReserveParts of cost 0) is booked
 		// only now, as the key's latest booking (c.seq is new): tat goes
 		// to its slot first, as a booking's would, and the bookings
 		// before it can give back no more than its slack.
-		s.tat = max(s.tat, c.slot) + delta*g.interval
+		s.tat = max(s.tat, c.slot) + delta*iv
 		s.pushSlack(c.seq, max(before-c.slot, 0))
 	case delta > 0:
-		s.tat += delta * g.interval // tat already lies past the booking's slot
+		s.tat += delta * iv // tat already lies past the booking's slot
 	case stale:
 		return
 	default:
-		back := -delta * g.interval
+		back := -delta * iv
 		if least := s.slackAfter(c.seq); least >= 0 && !latest {
 			back = min(back, least)
 		}
@@ -163,9 +175,10 @@ func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }
 // Cancel does not undo it (floor): the bucket then spaces new units from
 // a unit that will not be sent, which only delays them.
 func (g *gcra) raise(s *gcraState, now int64, units []aheadEntry) {
+	iv, _ := g.params()
 	cost := int64(0)
 	for i := len(units) - 1; i >= 0; i-- {
-		cost += units[i].n * g.interval
+		cost += units[i].n * iv
 		s.floor = max(s.floor, units[i].slot+cost)
 	}
 	s.tat = max(s.tat, s.floor)
@@ -183,10 +196,23 @@ func (g *gcra) fresh(s *gcraState, now int64) bool {
 }
 
 func (g *gcra) left(s *gcraState, now int64) int {
-	return int(max(g.burst*g.interval-max(s.tat-now, 0), 0) / g.interval)
+	iv, span := g.params()
+	return int(max(span-max(s.tat-now, 0), 0) / iv)
 }
 
 // ahead reports the span booked past now in whole units, rounded up.
 func (g *gcra) ahead(s *gcraState, now int64) int {
-	return int((max(s.tat-now, 0) + g.interval - 1) / g.interval)
+	iv, _ := g.params()
+	return int((max(s.tat-now, 0) + iv - 1) / iv)
+}
+
+// learn feeds one attempt's outcome to the headroom of a bucket's
+// engine. A throttled answer counts as a refusal the budget did not
+// expect only for an attempt it booked; an attempt that got no answer
+// says nothing.
+func learn(e *engine[gcraState, *gcra], o Outcome) {
+	if e.alg.hr == nil || o.Failed {
+		return
+	}
+	e.alg.hr.Learn(e.tl.read(), o.Late, o.Latency, o.Throttled && o.N > 0)
 }

@@ -31,9 +31,9 @@ type LeakyBucket struct {
 
 // NewLeakyBucket returns a leaky bucket per key that lets units out at r
 // with a burst of capacity units ahead of even spacing (see
-// [LeakyBucket]). capacity may be 0. With [WithTolerance](d), it keeps
-// ceil(d×rate) units of the capacity in reserve, and lengthens its
-// interval by d only when the capacity cannot spare them.
+// [LeakyBucket]). capacity may be 0. With [WithTolerance](d), it keeps a
+// headroom of up to d out of the capacity's span, and lengthens its
+// interval only when the capacity cannot spare it (see [WithTolerance]).
 func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) {
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
@@ -45,13 +45,23 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if capacity < 0 {
 		return nil, fmt.Errorf("throttle: capacity must not be negative, got %d", capacity)
 	}
-	interval, keep := tolerance.Bucket(r.interval(), capacity+1, c.tolerance)
-	if _, err := span("capacity", capacity+1, interval); err != nil {
+	// The span at the widest headroom must fit too.
+	interval, _ := tolerance.Span(int64(r.interval()), capacity+1, int64(c.tolerance))
+	if _, err := span("capacity", capacity+1, time.Duration(interval)); err != nil {
 		return nil, err
 	}
-	burst := capacity + 1 - keep
-	alg := &gcra{interval: int64(interval), burst: int64(burst)}
-	return &LeakyBucket{e: newEngine(alg, burst, c), rate: r, capacity: capacity}, nil
+	alg := &gcra{interval: int64(r.interval()), burst: int64(capacity + 1), hr: tolerance.NewHeadroom(c.tolerance)}
+	return &LeakyBucket{e: newEngine(alg, capacity+1, c), rate: r, capacity: capacity}, nil
+}
+
+// Tolerance returns the most headroom the bucket keeps: its
+// [WithTolerance], 0 without one.
+func (b *LeakyBucket) Tolerance() time.Duration { return b.e.alg.hr.Cap() }
+
+// Learn implements [Learner], as [TokenBucket.Learn] does.
+func (b *LeakyBucket) Learn(ctx context.Context, key string, o Outcome) error {
+	learn(b.e, o)
+	return nil
 }
 
 // Rate returns the rate units leave at.

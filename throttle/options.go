@@ -9,10 +9,12 @@ import (
 // says otherwise.
 const DefaultMaxKeys = 100_000
 
-// DefaultTolerance is the headroom against network and scheduling jitter
-// that [WithTolerance] recommends when a limiter is set to an upstream's
-// published limit: requests admitted at exact spacing can reach the
-// upstream up to this much closer together than they left.
+// DefaultTolerance is the most headroom against network and scheduling
+// jitter that [WithTolerance] recommends when a limiter is set to an
+// upstream's published limit: requests admitted at exact spacing can
+// reach the upstream up to this much closer together than they left.
+// The in-process buckets keep it only while the upstream shows they need
+// it (see [WithTolerance]).
 const DefaultTolerance = 10 * time.Millisecond
 
 // An Option configures a limiter built by this package.
@@ -90,12 +92,24 @@ func WithWindowOffset(d time.Duration) Option {
 // by up to d on its way (see [DefaultTolerance]). Without it limiters are
 // literal: a burst of 5 admits 5 at once.
 //
-// A token bucket keeps ceil(d×rate) units of its burst in reserve, so its
-// sustained rate is untouched; only when the burst is too small for that
-// does it lengthen the interval by d instead. A leaky bucket does the same
-// with its capacity. The sliding windows treat their window as d longer.
-// A fixed window counts a unit booked in the last d of a window against
-// the next window too (it still books there).
+// A token bucket keeps a headroom of up to d out of its burst: the burst's
+// span (burst × interval) is shorter by the headroom, so its sustained
+// rate is untouched; only when less than one interval of the span would
+// be left does it lengthen the interval by the rest instead (a burst of 1
+// waits interval + headroom between units). A leaky bucket does the same
+// with its capacity. The headroom follows what the upstream shows, when
+// the bucket is given to a Transport (it implements [Learner]): it starts
+// at d, falls by half every 250 ms of answers without a refusal, towards
+// nothing until the upstream refuses an attempt the bucket admitted, and
+// from then on towards the jitter measured on the path (a decaying
+// maximum of how late attempts left after their slot plus their latency
+// above the least seen lately); each such refusal raises it to d again.
+// An upstream whose own burst absorbs the jitter so costs no headroom.
+// A bucket no Transport reports to keeps d.
+//
+// The sliding windows treat their window as d longer. A fixed window
+// counts a unit booked in the last d of a window against the next window
+// too (it still books there). The redislimit buckets keep d.
 func WithTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.tolerance = d })
 }

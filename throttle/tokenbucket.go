@@ -46,12 +46,26 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
 	}
-	interval, keep := tolerance.Bucket(r.interval(), burst, c.tolerance)
-	if _, err := span("burst", burst, interval); err != nil {
+	// The span at the widest headroom must fit too.
+	interval, _ := tolerance.Span(int64(r.interval()), burst, int64(c.tolerance))
+	if _, err := span("burst", burst, time.Duration(interval)); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(interval), burst: int64(burst - keep)}
-	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst}, nil
+	alg := &gcra{interval: int64(r.interval()), burst: int64(burst), hr: tolerance.NewHeadroom(c.tolerance)}
+	return &TokenBucket{e: newEngine(alg, burst, c), rate: r, burst: burst}, nil
+}
+
+// Tolerance returns the most headroom the bucket keeps: its
+// [WithTolerance], 0 without one.
+func (b *TokenBucket) Tolerance() time.Duration { return b.e.alg.hr.Cap() }
+
+// Learn implements [Learner]: the headroom in use, up to the bucket's
+// [WithTolerance], follows the jitter the upstream's answers show (see
+// [WithTolerance]). It never blocks, and ignores ctx and key: jitter is a
+// property of the path, not of a key.
+func (b *TokenBucket) Learn(ctx context.Context, key string, o Outcome) error {
+	learn(b.e, o)
+	return nil
 }
 
 // Rate returns the rate the bucket refills at.

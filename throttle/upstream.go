@@ -113,6 +113,9 @@ type Outcome struct {
 	Failed bool
 	// Latency is the time from sending the attempt to its response.
 	Latency time.Duration
+	// Late is how long after its booked slot the attempt was sent (timer
+	// and scheduler delays); 0 when it was not booked or not timed.
+	Late time.Duration
 	// Statements are the quotas the response stated, if any.
 	Statements []Statement
 	// Unbooked is how many other requests to the upstream were sent

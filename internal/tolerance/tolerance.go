@@ -1,6 +1,7 @@
 // Package tolerance computes the headroom against jitter that
-// throttle.WithTolerance keeps, so that in-process and Redis limiters
-// keep exactly the same.
+// throttle.WithTolerance keeps: Bucket, the constant one the Redis
+// buckets keep, and Headroom with Span, the one the in-process buckets
+// keep, which follows what the upstream shows.
 package tolerance
 
 import "time"
