@@ -20,6 +20,7 @@ func egressContenders() map[string]builder {
 		"egress (25% too high)":   egressReadme(1.25),
 		"egress (WithRetry only)": egressRetryOnly,
 		"egress sliding counter":  egressSlidingCounter,
+		egressBurstOne:            egressBurstOneClient,
 	}
 	for name, b := range adaptiveContenders() {
 		m[name] = b

@@ -19,3 +19,12 @@ func followingClient(l throttle.Limiter) (client, error) {
 	t := egress.NewTransport(base(), egress.WithLimiter(l), egress.WithUpstream(u), egress.WithRetry(retryafter.Policy{}))
 	return httpDoer{httpClient{hc: &http.Client{Transport: t}}}, nil
 }
+
+// egressBurstOneClient builds egressBurstOne.
+func egressBurstOneClient(s spec) (client, error) {
+	tb, err := throttle.NewTokenBucket(publishedRate(s.Rate), 1, throttle.WithTolerance(throttle.DefaultTolerance))
+	if err != nil {
+		return nil, err
+	}
+	return egressClient(tb), nil
+}

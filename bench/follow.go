@@ -210,7 +210,7 @@ func followScenarios(smoke bool) []scenario {
 			id: "5b", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream: throttled/throttled v2, GCRA 48/s with MaxBurst 8 (9 at once), %d requests from 32 goroutines", n),
 			limit: upstream.Config{Rate: rate, Burst: 9}, front: throttledFront(rate, 8),
-			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: append(real[:2:2], append([]string{egressBurstOne}, real[2:]...)...),
 		},
 		{
 			id: "5c", part: "5", table: tableFollow,
@@ -542,6 +542,8 @@ func followConfiguration(sc scenario, name string) string {
 		return "`egress.NewTransport` with " + readme(l.Rate, l.Limit) + retry + ": the README's pick for this upstream's published limit."
 	case "egress (25% too high)":
 		return "as egress (README), configured 25% above the published limit: " + readme(l.Rate*5/4, l.Limit*5/4) + "."
+	case egressBurstOne:
+		return fmt.Sprintf("`egress.NewTransport(base, egress.WithLimiter(throttle.NewTokenBucket(throttle.PerSecond(%d), 1, %s)), egress.WithRetry(retryafter.Policy{}))`: a token bucket of burst 1 at the published rate (issue 13: the tolerance costs the most where there is the least to spare).", l.Rate, tol)
 	case "egress sliding counter":
 		return fmt.Sprintf("`throttle.NewSlidingWindowCounter(%d, %v, %s)`", l.Limit, l.Window, tol) + retry + ": the algorithm httprate documents."
 	case "egress (WithRetry only)":
@@ -702,3 +704,9 @@ func traced(f front, id, path string) front {
 			}, nil
 	}
 }
+
+// egressBurstOne is the contender of issue 13's third point: a token
+// bucket of burst 1 at the published rate, with the recommended
+// tolerance and the default retry, where a constant tolerance would
+// lengthen every interval.
+const egressBurstOne = "egress (burst 1)"
