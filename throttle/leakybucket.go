@@ -45,12 +45,14 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if capacity < 0 {
 		return nil, fmt.Errorf("throttle: capacity must not be negative, got %d", capacity)
 	}
-	// The span at the widest headroom must fit too.
+	// The span at the widest headroom must fit too; when it lengthens the
+	// interval, every interval pays the headroom: it stays lean.
 	interval, _ := tolerance.Span(int64(r.interval()), capacity+1, int64(c.tolerance))
+	lean := interval > int64(r.interval())
 	if _, err := span("capacity", capacity+1, time.Duration(interval)); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(r.interval()), burst: int64(capacity + 1), hr: tolerance.NewHeadroom(c.tolerance)}
+	alg := &gcra{interval: int64(r.interval()), burst: int64(capacity + 1), hr: tolerance.NewHeadroom(c.tolerance, lean)}
 	return &LeakyBucket{e: newEngine(alg, capacity+1, c), rate: r, capacity: capacity}, nil
 }
 

@@ -99,13 +99,14 @@ func WithWindowOffset(d time.Duration) Option {
 // waits interval + headroom between units). A leaky bucket does the same
 // with its capacity. The headroom follows what the upstream shows, when
 // the bucket is given to a Transport (it implements [Learner]): it starts
-// at d, falls by half every 250 ms of answers without a refusal, towards
-// nothing until the upstream refuses an attempt the bucket admitted, and
-// from then on towards the jitter measured on the path (a decaying
-// maximum of how late attempts left after their slot plus their latency
-// above the least seen lately); each such refusal raises it to d again.
-// An upstream whose own burst absorbs the jitter so costs no headroom.
-// A bucket no Transport reports to keeps d.
+// at d and falls by half every 250 ms of answers without a refusal,
+// towards the jitter measured on the path (a decaying maximum of how late
+// attempts left after their slot plus their latency above the least seen
+// lately); each refusal of an attempt the bucket admitted raises it to d
+// again. A bucket whose burst cannot spare d pays the headroom on every
+// interval, so its headroom falls towards nothing until the upstream
+// first refuses an admitted attempt: an upstream whose own burst absorbs
+// the jitter costs it nothing. A bucket no Transport reports to keeps d.
 //
 // The sliding windows treat their window as d longer. A fixed window
 // counts a unit booked in the last d of a window against the next window

@@ -46,12 +46,14 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
 	}
-	// The span at the widest headroom must fit too.
+	// The span at the widest headroom must fit too; when it lengthens the
+	// interval, every interval pays the headroom: it stays lean.
 	interval, _ := tolerance.Span(int64(r.interval()), burst, int64(c.tolerance))
+	lean := interval > int64(r.interval())
 	if _, err := span("burst", burst, time.Duration(interval)); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(r.interval()), burst: int64(burst), hr: tolerance.NewHeadroom(c.tolerance)}
+	alg := &gcra{interval: int64(r.interval()), burst: int64(burst), hr: tolerance.NewHeadroom(c.tolerance, lean)}
 	return &TokenBucket{e: newEngine(alg, burst, c), rate: r, burst: burst}, nil
 }
 

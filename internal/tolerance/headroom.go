@@ -25,12 +25,15 @@ const (
 // upstream shows:
 //
 //   - Answers without a refusal let it fall, by half every 250 ms,
-//     towards the jitter measured on the path once the upstream has
-//     refused an attempt, towards 0 until then: an upstream that never
-//     refuses (its own burst absorbs the jitter) costs no headroom.
+//     towards the jitter measured on the path.
 //   - A refusal the budget did not expect (a throttled answer to an
-//     attempt it admitted) raises it to the cap at once, and from then on
-//     it falls only as far as the measured jitter.
+//     attempt it admitted) raises it to the cap at once.
+//   - A lean headroom, for a bucket that pays it on every interval (its
+//     burst cannot spare it), falls towards 0 instead until the upstream
+//     has refused an attempt: an upstream that never refuses (its own
+//     burst absorbs the jitter) costs it nothing. A bucket whose burst
+//     spares the headroom pays it once, not per interval, and keeps the
+//     jitter from the start.
 //
 // The measured jitter is how much closer together than booked two
 // attempts may reach the upstream: a decaying maximum of the lateness of
@@ -40,8 +43,9 @@ const (
 // A nil *Headroom is a tolerance of 0. Get is one atomic load; Learn
 // takes a mutex. A Headroom is safe for concurrent use.
 type Headroom struct {
-	cap int64
-	cur atomic.Int64
+	cap  int64
+	lean bool // falls to 0, not to the jitter, until the upstream refuses
+	cur  atomic.Int64
 
 	mu      sync.Mutex
 	strict  bool  // the upstream refused an attempt the budget admitted
@@ -54,12 +58,13 @@ type Headroom struct {
 }
 
 // NewHeadroom returns a headroom of at most limit, which starts at limit.
-// It returns nil for a limit of 0 or less.
-func NewHeadroom(limit time.Duration) *Headroom {
+// A lean one falls to nothing, not to the measured jitter, until the
+// upstream refuses an attempt. It returns nil for a limit of 0 or less.
+func NewHeadroom(limit time.Duration, lean bool) *Headroom {
 	if limit <= 0 {
 		return nil
 	}
-	h := &Headroom{cap: int64(limit)}
+	h := &Headroom{cap: int64(limit), lean: lean}
 	h.cur.Store(int64(limit))
 	return h
 }
@@ -114,9 +119,9 @@ func (h *Headroom) Learn(now int64, late, latency time.Duration, throttled bool)
 		h.cur.Store(h.cap)
 		return
 	}
-	floor := 0.0
-	if h.strict {
-		floor = min(h.jitter, float64(h.cap))
+	floor := min(h.jitter, float64(h.cap))
+	if h.lean && !h.strict {
+		floor = 0
 	}
 	cur := float64(h.cur.Load())
 	next := max(floor+(cur-floor)*decay(dt, settleHalfLife), floor)
