@@ -99,7 +99,7 @@ func WithWindowOffset(d time.Duration) Option {
 // waits interval + headroom between units). A leaky bucket does the same
 // with its capacity. The headroom follows what the upstream shows, when
 // the bucket is given to a Transport (it implements [Learner]): it starts
-// at d and falls by half every 250 ms of answers without a refusal,
+// at d and falls by half every 100 ms of answers without a refusal,
 // towards the jitter measured on the path (a decaying maximum of how late
 // attempts left after their slot plus their latency above the least seen
 // lately); each refusal of an attempt the bucket admitted raises it to d

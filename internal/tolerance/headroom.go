@@ -11,8 +11,8 @@ import (
 // latency floor's memories.
 const (
 	// settleHalfLife is how fast the headroom falls back towards the
-	// jitter it needs: halfway every 250 ms of answers without a refusal.
-	settleHalfLife = 250 * time.Millisecond
+	// jitter it needs: halfway every 100 ms of answers without a refusal.
+	settleHalfLife = 100 * time.Millisecond
 	// jitterHalfLife is how fast the measured jitter forgets a spike.
 	jitterHalfLife = 2 * time.Second
 	// floorSpan is how long the least latency seen is remembered (two
@@ -24,7 +24,7 @@ const (
 // WithTolerance of a limiter). It starts at the cap and follows what the
 // upstream shows:
 //
-//   - Answers without a refusal let it fall, by half every 250 ms,
+//   - Answers without a refusal let it fall, by half every 100 ms,
 //     towards the jitter measured on the path.
 //   - A refusal the budget did not expect (a throttled answer to an
 //     attempt it admitted) raises it to the cap at once.
