@@ -116,6 +116,41 @@ type adaptiveView struct {
 	// late is the most any of the key's units left late in this process
 	// since its last call (ns past their slot), carried by the next.
 	late int64
+	// skew maps the server's clock to the process's for this key.
+	skew adaptiveSkew
+}
+
+// adaptiveSkew maps the server's µs to the process's ns for one key's
+// slots: the least (local time a reply arrived - the server's now in
+// it) over the last one to two seconds, the offset of a reply that took
+// the least time to come back. A slot's local time is then the slot plus
+// that offset: a reply held up on its way back (a busy machine: up to
+// 8 ms in bench 6d) would otherwise make the unit leave late by as much,
+// and a unit late by more than the slack of an interval at a bucket of
+// burst 1 makes the next one refused. The window lets a server clock
+// that stepped back be followed within two seconds; one that stepped
+// forward is followed at once (units leave later, never earlier).
+type adaptiveSkew struct {
+	cur, prev int64 // the least offsets of this window and the last (ns)
+	from      int64 // local ns this window began
+	seen      bool  // a reply has come
+}
+
+// adaptiveSkewWindow is the window of [adaptiveSkew].
+const adaptiveSkewWindow = int64(time.Second)
+
+// add takes the offset of a reply that arrived at local ns at and
+// returns the offset to map its slots with.
+func (s *adaptiveSkew) add(at, offset int64) int64 {
+	switch {
+	case !s.seen || at-s.from >= 2*adaptiveSkewWindow:
+		s.cur, s.prev, s.from, s.seen = offset, offset, at, true
+	case at-s.from >= adaptiveSkewWindow:
+		s.prev, s.cur, s.from = s.cur, offset, at
+	default:
+		s.cur = min(s.cur, offset)
+	}
+	return min(s.cur, s.prev)
 }
 
 // adaptiveChange is a change of a key's schedule (see adaptive.lua): a
@@ -405,7 +440,10 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	if f[0] == 0 {
 		return throttle.Refused(delay, 0), nil, nil
 	}
-	b := &adaptiveBooking{a: a, key: key, v: v, seq: f[3], born: born, gen: gen, slot: f[2], due: arrived + int64(delay)}
+	a.mu.Lock()
+	offset := v.skew.add(arrived, arrived-(f[2]-f[1])*int64(time.Microsecond))
+	a.mu.Unlock()
+	b := &adaptiveBooking{a: a, key: key, v: v, seq: f[3], born: born, gen: gen, slot: f[2], due: f[2]*int64(time.Microsecond) + offset}
 	return throttle.NewReservation(b, delay, 0), b, nil
 }
 
@@ -612,7 +650,7 @@ type adaptiveBooking struct {
 	born int64 // the state's, when booked
 	gen  int64 // of the key's changes when booked
 	slot int64 // server µs
-	due  int64 // local ns the slot was due at when booked
+	due  int64 // local ns of the slot, mapped by the key's skew when booked
 
 	cancelled bool // guarded by a.mu
 	released  bool // guarded by a.mu: Until has seen the slot come
