@@ -113,6 +113,9 @@ type adaptiveView struct {
 	changes []adaptiveChange // by gen, the last maxChanges
 	pending []adaptiveSignal
 	used    int64 // local ns of the last call
+	// late is the most any of the key's units left late in this process
+	// since its last call (ns past their slot), carried by the next.
+	late int64
 	// skew maps the server's clock to the process's for this key.
 	skew adaptiveSkew
 }
@@ -393,9 +396,10 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	a.mu.Lock()
 	v := a.view(key, now)
 	v.used = now
-	pending := v.pending
-	v.pending = nil
-	args := append(a.args("reserve", v.born, v.gen, 5+5*len(pending)), n, wait, micros(max(after, 0)), len(pending))
+	pending, late := v.pending, v.late
+	v.pending, v.late = nil, 0
+	args := append(a.args("reserve", v.born, v.gen, 6+5*len(pending)), n, wait, micros(max(after, 0)),
+		late/int64(time.Microsecond), len(pending))
 	a.mu.Unlock()
 	for _, s := range pending {
 		thr := 0
@@ -414,6 +418,7 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 		a.mu.Lock()
 		v.pending = append(pending, v.pending...) // for the next call that reaches Redis
 		v.trim()
+		v.late = max(v.late, late)
 		a.mu.Unlock()
 		r, err := a.fail(ctx, key, n, after, maxWait, err)
 		return r, nil, err
@@ -648,18 +653,27 @@ type adaptiveBooking struct {
 	due  int64 // local ns of the slot, mapped by the key's skew when booked
 
 	cancelled bool // guarded by a.mu
+	released  bool // guarded by a.mu: Until has seen the slot come
 }
 
 // Until implements [throttle.Booking]: local, no I/O. The slot follows
-// the cuts and pauses the process has heard of since the booking.
+// the cuts and pauses the process has heard of since the booking. The
+// first time the slot has come, how late the unit leaves goes to the
+// key's next call (the script's slack, adaptive.lua).
 func (b *adaptiveBooking) Until() time.Duration {
+	now := b.a.client.now()
 	b.a.mu.Lock()
+	defer b.a.mu.Unlock()
 	moved := int64(0)
 	if b.v.born == b.born {
 		moved = b.v.move(b.seq, b.slot, b.gen) - b.slot
 	}
-	b.a.mu.Unlock()
-	return time.Duration(b.due + moved*int64(time.Microsecond) - b.a.client.now())
+	d := b.due + moved*int64(time.Microsecond) - now
+	if d <= 0 && !b.released {
+		b.released = true
+		b.v.late = max(b.v.late, -d)
+	}
+	return time.Duration(d)
 }
 
 // Cancel implements [throttle.Booking]: the script gives the spacing back
