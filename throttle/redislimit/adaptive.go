@@ -113,44 +113,6 @@ type adaptiveView struct {
 	changes []adaptiveChange // by gen, the last maxChanges
 	pending []adaptiveSignal
 	used    int64 // local ns of the last call
-	// late is the most any of the key's units left late in this process
-	// since its last call (ns past their slot), carried by the next.
-	late int64
-	// skew maps the server's clock to the process's for this key.
-	skew adaptiveSkew
-}
-
-// adaptiveSkew maps the server's µs to the process's ns for one key's
-// slots: the least (local time a reply arrived - the server's now in
-// it) over the last one to two seconds, the offset of a reply that took
-// the least time to come back. A slot's local time is then the slot plus
-// that offset: a reply held up on its way back (a busy machine: up to
-// 8 ms in bench 6d) would otherwise make the unit leave late by as much,
-// and a unit late by more than the slack of an interval at a bucket of
-// burst 1 makes the next one refused. The window lets a server clock
-// that stepped back be followed within two seconds; one that stepped
-// forward is followed at once (units leave later, never earlier).
-type adaptiveSkew struct {
-	cur, prev int64 // the least offsets of this window and the last (ns)
-	from      int64 // local ns this window began
-	seen      bool  // a reply has come
-}
-
-// adaptiveSkewWindow is the window of [adaptiveSkew].
-const adaptiveSkewWindow = int64(time.Second)
-
-// add takes the offset of a reply that arrived at local ns at and
-// returns the offset to map its slots with.
-func (s *adaptiveSkew) add(at, offset int64) int64 {
-	switch {
-	case !s.seen || at-s.from >= 2*adaptiveSkewWindow:
-		s.cur, s.prev, s.from, s.seen = offset, offset, at, true
-	case at-s.from >= adaptiveSkewWindow:
-		s.prev, s.cur, s.from = s.cur, offset, at
-	default:
-		s.cur = min(s.cur, offset)
-	}
-	return min(s.cur, s.prev)
 }
 
 // adaptiveChange is a change of a key's schedule (see adaptive.lua): a
@@ -396,10 +358,9 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	a.mu.Lock()
 	v := a.view(key, now)
 	v.used = now
-	pending, late := v.pending, v.late
-	v.pending, v.late = nil, 0
-	args := append(a.args("reserve", v.born, v.gen, 6+5*len(pending)), n, wait, micros(max(after, 0)),
-		late/int64(time.Microsecond), len(pending))
+	pending := v.pending
+	v.pending = nil
+	args := append(a.args("reserve", v.born, v.gen, 5+5*len(pending)), n, wait, micros(max(after, 0)), len(pending))
 	a.mu.Unlock()
 	for _, s := range pending {
 		thr := 0
@@ -418,7 +379,6 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 		a.mu.Lock()
 		v.pending = append(pending, v.pending...) // for the next call that reaches Redis
 		v.trim()
-		v.late = max(v.late, late)
 		a.mu.Unlock()
 		r, err := a.fail(ctx, key, n, after, maxWait, err)
 		return r, nil, err
@@ -440,10 +400,7 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	if f[0] == 0 {
 		return throttle.Refused(delay, 0), nil, nil
 	}
-	a.mu.Lock()
-	offset := v.skew.add(arrived, arrived-(f[2]-f[1])*int64(time.Microsecond))
-	a.mu.Unlock()
-	b := &adaptiveBooking{a: a, key: key, v: v, seq: f[3], born: born, gen: gen, slot: f[2], due: f[2]*int64(time.Microsecond) + offset}
+	b := &adaptiveBooking{a: a, key: key, v: v, seq: f[3], born: born, gen: gen, slot: f[2], due: arrived + int64(delay)}
 	return throttle.NewReservation(b, delay, 0), b, nil
 }
 
@@ -650,30 +607,21 @@ type adaptiveBooking struct {
 	born int64 // the state's, when booked
 	gen  int64 // of the key's changes when booked
 	slot int64 // server µs
-	due  int64 // local ns of the slot, mapped by the key's skew when booked
+	due  int64 // local ns the slot was due at when booked
 
 	cancelled bool // guarded by a.mu
-	released  bool // guarded by a.mu: Until has seen the slot come
 }
 
 // Until implements [throttle.Booking]: local, no I/O. The slot follows
-// the cuts and pauses the process has heard of since the booking. The
-// first time the slot has come, how late the unit leaves goes to the
-// key's next call (the script's slack, adaptive.lua).
+// the cuts and pauses the process has heard of since the booking.
 func (b *adaptiveBooking) Until() time.Duration {
-	now := b.a.client.now()
 	b.a.mu.Lock()
-	defer b.a.mu.Unlock()
 	moved := int64(0)
 	if b.v.born == b.born {
 		moved = b.v.move(b.seq, b.slot, b.gen) - b.slot
 	}
-	d := b.due + moved*int64(time.Microsecond) - now
-	if d <= 0 && !b.released {
-		b.released = true
-		b.v.late = max(b.v.late, -d)
-	}
-	return time.Duration(d)
+	b.a.mu.Unlock()
+	return time.Duration(b.due + moved*int64(time.Microsecond) - b.a.client.now())
 }
 
 // Cancel implements [throttle.Booking]: the script gives the spacing back

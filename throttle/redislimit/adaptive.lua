@@ -26,7 +26,7 @@
 -- booking's slot through the changes after the gen it was booked at, so
 -- that its sleepers follow the cuts and pauses any process made. Read the
 -- fields with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 17), redis.call('GET', KEYS[1]))}" 1 <key>
+--   EVAL "return {struct.unpack(string.rep('d', 15), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -45,17 +45,6 @@ local adaptiveLead = 1.2
 local adaptiveSettled = 1.01
 local adaptiveFell = 3
 local adaptiveStorm = 1 / 3
--- adaptiveSpaced is the least interval at which units are spaced by the
--- rate plus the fleet's lateness, as throttle/adaptive.go spaces their
--- release in process (adaptiveSpaced there). Each process reports the
--- most its units left late since its last call; the script keeps the
--- fleet's highest for adaptiveLateKeep and adds it, at most
--- adaptiveLateMost of an interval, to every booking's spacing: at a
--- burst of 1, a unit that leaves late and the next on time arrive closer
--- than an interval (bench 6d, 10/s learned by 4 processes).
-local adaptiveSpaced = 20000
-local adaptiveLateKeep = 5000000
-local adaptiveLateMost = 0.05
 
 -- maxChanges bounds the changes kept: a booking older than all of them
 -- follows only those kept. learnedKeep is how long the state outlives its
@@ -68,7 +57,7 @@ local learnedKeep = 600 * 1000000
 local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
-  'tat', 'cutTat', 'seq', 'gen', 'last', 'born', 'late', 'lateAt'}
+  'tat', 'cutTat', 'seq', 'gen', 'last', 'born'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -165,13 +154,9 @@ local function clamp(rate)
   return math.min(math.max(rate, floor), ceiling)
 end
 
--- cost returns the spacing n units take at the rate, in µs rounded up,
--- plus the fleet's lateness at intervals of adaptiveSpaced or more.
+-- cost returns the spacing n units take at the rate, in µs rounded up.
 local function cost(n)
-  local c = math.ceil(n * 1000000 / k.rate)
-  local one = 1000000 / k.rate
-  if one >= adaptiveSpaced then c = c + math.ceil(math.min(k.late, adaptiveLateMost * one)) end
-  return c
+  return math.ceil(n * 1000000 / k.rate)
 end
 
 -- count adds an answer to its bucket.
@@ -335,12 +320,10 @@ local function reply(head)
 end
 
 if op == 'reserve' then
-  -- n, maxWait (-1: any), after, late (µs: the most the process's units
-  -- left late since its last call), then the signals.
-  local n, maxWait, after, late = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-  if late >= k.late or now - k.lateAt > adaptiveLateKeep then k.late, k.lateAt = late, now end
-  local m = tonumber(ARGV[12])
-  for j = 13, 12 + 5 * m, 5 do
+  -- n, maxWait (-1: any), after, then the signals.
+  local n, maxWait, after = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local m = tonumber(ARGV[11])
+  for j = 12, 11 + 5 * m, 5 do
     -- answers carried late keep their order: time never goes back.
     local t = math.min(math.max(now - tonumber(ARGV[j]), k.last), now)
     k.last = t
