@@ -27,7 +27,6 @@ import (
 // left before the reset and out of the pace after it.
 type otherClients struct {
 	okCur, okPrev  int     // units this client had admitted in the current and the previous window
-	windows        int     // the windows seen, this one included
 	rate, prevRate float64 // units per ns: the latest estimate of this window and the last of the previous
 	// guess is the estimate of a window not yet told fixed or sliding,
 	// in units per ns. It is kept out of the pace after the reset only:
@@ -44,7 +43,6 @@ func (o *otherClients) roll(next bool) {
 		o.okPrev = o.okCur
 	}
 	o.okCur, o.prevRate, o.rate, o.guess = 0, o.rate, 0, 0
-	o.windows++
 }
 
 // observe counts the answer a, stating s for q's current window; pending
@@ -82,29 +80,42 @@ func (o *otherClients) observe(q *statedQuota, s Statement, a arrival, pending i
 
 // counted returns how many of the pending units this client sent and
 // has not yet heard back about a statement of raw remaining for q's
-// first window already counts: what it says was spent beyond this
-// client's answers. Those units were handled before the statement was
-// made, and taking them off what it says is left again counts them
-// twice: while a burst's answers arrive out of order, the lowest
-// remaining less every unit still in flight read 20 below 0 on 5a's
-// first window, and the units booked then went past the reset and stayed
-// there (15 of 48 lost). When the statement says more was spent than this
-// client's answers and pending units together, another client is
-// spending the window now: none is taken as counted, as before (which of
-// them the statement counts is then unknown). Only the first window: it
-// has no previous window's count inside a sliding one, whose share (and
-// others' share over it) is an estimate; in a later window, with a stalled
-// machine's answers piling up, an estimate off by a few units let 5a's
-// record configured 25% too high book into refusals.
-func (o *otherClients) counted(q *statedQuota, raw int, pending int) int {
-	if raw < 0 || q.limit <= 0 || pending <= 0 || o.windows != 1 {
+// current window already counts: what it says was spent beyond this
+// client's answers in the window (and, for a sliding or not yet told
+// quota, the previous window's share of them still inside the sliding
+// one) and beyond others' share over a window as estimated from earlier
+// windows. Those units were handled before the statement was made, and
+// taking them off what it says is left again counts them twice: while a
+// burst's answers arrive out of order, the lowest remaining less every
+// unit still in flight read 20 below 0 on 5a's first window, and the
+// units booked then went past the reset and stayed there (15 of 48 lost).
+// When the statement says more was spent than this client's answers and
+// pending units together, another client is spending the window now:
+// none is taken as counted, as before (which of them the statement
+// counts is then unknown).
+func (o *otherClients) counted(q *statedQuota, raw int, now int64, pending int) int {
+	if raw < 0 || q.limit <= 0 || pending <= 0 {
 		return 0
 	}
-	beyond := q.limit - raw - o.okCur
-	if beyond > pending {
+	w := q.window
+	if w <= 0 && !q.fixed {
+		w = q.guessWindow()
+	}
+	prev := 0.0
+	if q.sliding || q.untold() {
+		elapsed := now - (q.stamp + q.hi - w) // from the latest start, as observe: the previous window weighs the most
+		frac := 0.0
+		if w > 0 {
+			frac = min(max(float64(elapsed)/float64(w), 0), 1)
+		}
+		prev = float64(o.okPrev) * (1 - frac)
+	}
+	beyond := float64(q.limit-raw) - prev - float64(o.okCur)
+	if beyond > float64(pending) {
 		return 0 // another client is spending it now
 	}
-	return max(beyond, 0)
+	beyond -= o.perNs() * float64(max(w, 0))
+	return min(max(int(math.Floor(beyond+1e-9)), 0), pending)
 }
 
 // untold reports whether q's window end is being learned (windowend.go)

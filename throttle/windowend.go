@@ -96,7 +96,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		if raw < 0 {
 			return math.MaxInt
 		}
-		return raw - k.inFlight(q.unit, reset, a) + q.others.counted(q, raw, pending) - q.others.until(reset-a.now)
+		return raw - k.inFlight(q.unit, reset, a) + q.others.counted(q, raw, a.now, pending) - q.others.until(reset-a.now)
 	}
 	left := leftOf(s.Remaining)
 	if fresh {
