@@ -241,7 +241,6 @@ type statedKey struct {
 	answered int64          // when the last answer or cancel came
 	shift    int64          // the sum of every pause's shift
 	paused   int64          // when the latest pause ends
-	readings unbookedReadings
 }
 
 // statedFlight is one booking not yet answered.
@@ -438,8 +437,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered = now
-	unbooked := k.readings.pending(max(o.Unbooked, 0), o.N == 0, now)
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: unbooked}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}
