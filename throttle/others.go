@@ -78,46 +78,6 @@ func (o *otherClients) observe(q *statedQuota, s Statement, a arrival, pending i
 	o.rate = max(spent-float64(o.okCur), 0) / float64(elapsed)
 }
 
-// counted returns how many of the pending units this client sent and
-// has not yet heard back about a statement of raw remaining for q's
-// current window already counts: what it says was spent beyond this
-// client's answers in the window (and, for a sliding or not yet told
-// quota, the previous window's share of them still inside the sliding
-// one) and beyond others' share over a window as estimated from earlier
-// windows. Those units were handled before the statement was made, and
-// taking them off what it says is left again counts them twice: while a
-// burst's answers arrive out of order, the lowest remaining less every
-// unit still in flight read 20 below 0 on 5a's first window, and the
-// units booked then went past the reset and stayed there (15 of 48 lost).
-// When the statement says more was spent than this client's answers and
-// pending units together, another client is spending the window now:
-// none is taken as counted, as before (which of them the statement
-// counts is then unknown).
-func (o *otherClients) counted(q *statedQuota, raw int, now int64, pending int) int {
-	if raw < 0 || q.limit <= 0 || pending <= 0 {
-		return 0
-	}
-	w := q.window
-	if w <= 0 && !q.fixed {
-		w = q.guessWindow()
-	}
-	prev := 0.0
-	if q.sliding || q.untold() {
-		elapsed := now - (q.stamp + q.hi - w) // from the latest start, as observe: the previous window weighs the most
-		frac := 0.0
-		if w > 0 {
-			frac = min(max(float64(elapsed)/float64(w), 0), 1)
-		}
-		prev = float64(o.okPrev) * (1 - frac)
-	}
-	beyond := float64(q.limit-raw) - prev - float64(o.okCur)
-	if beyond > float64(pending) {
-		return 0 // another client is spending it now
-	}
-	beyond -= o.perNs() * float64(max(w, 0))
-	return min(max(int(math.Floor(beyond+1e-9)), 0), pending)
-}
-
 // untold reports whether q's window end is being learned (windowend.go)
 // and no boundary has yet told whether it is a fixed window or a
 // sliding counter.

@@ -91,12 +91,11 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	q.precision = p // before observe: it rounds the first window up to it
 	reset := stamp + q.hi
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
-	pending := k.pending(q.unit, a.now, a)
 	leftOf := func(raw int) int {
 		if raw < 0 {
 			return math.MaxInt
 		}
-		return raw - k.inFlight(q.unit, reset, a) + q.others.counted(q, raw, a.now, pending) - q.others.until(reset-a.now)
+		return raw - k.inFlight(q.unit, reset, a) - q.others.until(reset-a.now)
 	}
 	left := leftOf(s.Remaining)
 	if fresh {
