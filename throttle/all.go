@@ -264,7 +264,6 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 			r.Remaining = minRemaining(r.Remaining, fr.Remaining)
 		}
 		r.Remaining = max(r.Remaining, 0)
-		b.markJoint()
 		return r, nil
 	}
 	cancelAll(ctx, booked)

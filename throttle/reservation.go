@@ -388,7 +388,6 @@ func (b *allBooking) keys() []holder {
 
 // Until implements [Booking]: the longest wait among the parts.
 func (b *allBooking) Until() time.Duration {
-	wake := b.advance() // a provisional record part (provisional.go)
 	var d time.Duration
 	for i := range b.claims {
 		d = max(d, b.claims[i].Until())
@@ -397,9 +396,6 @@ func (b *allBooking) Until() time.Duration {
 		if r.booking != nil {
 			d = max(d, r.booking.Until())
 		}
-	}
-	if wake > 0 && wake < d {
-		return wake
 	}
 	return d
 }

@@ -244,7 +244,6 @@ type statedKey struct {
 	answered int64          // when the last answer or cancel came
 	shift    int64          // the sum of every pause's shift
 	paused   int64          // when the latest pause ends
-	latency  int64          // the latest answer's latency, or 0 (provisional.go)
 }
 
 // statedFlight is one booking not yet answered.
@@ -353,7 +352,6 @@ type statedQuota struct {
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
-	pend      int   // the units in flight the latest statement's left was cut by (provisional.go)
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
@@ -445,7 +443,6 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
-		k.latency = int64(o.Latency)
 	}
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(u.maxHold))
@@ -925,7 +922,6 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	k.inflight += n
 	f.b = b
 	k.flight = append(k.flight, f)
-	b.early = k.provisional(b, now)
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
 }
 
@@ -974,12 +970,6 @@ type statedBooking struct {
 	seen  int64 // k.shift when booked
 	n     int
 	parts []statedPart
-	// early is when to check again whether the booking, put past a reset
-	// only for requests still in flight, fits before it; 0 when it is not
-	// provisional (provisional.go).
-	early  int64
-	checks int  // how often it was checked again
-	joint  bool // a part of an All booking: allBooking.advance moves it
 }
 
 // Until implements [Booking], following any pause since the booking. On
@@ -997,9 +987,6 @@ func (b *statedBooking) Until() time.Duration {
 	now := b.u.clock()
 	due := b.slot + b.k.shift - b.seen
 	if due > now {
-		if b.early != 0 && !b.joint {
-			return b.recheck(now, due)
-		}
 		return time.Duration(due - now)
 	}
 	for i := range b.k.quotas {

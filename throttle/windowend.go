@@ -95,8 +95,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		if raw < 0 {
 			return math.MaxInt
 		}
-		q.pend = k.inFlight(q.unit, reset, a)
-		return raw - q.pend - q.others.until(reset-a.now)
+		return raw - k.inFlight(q.unit, reset, a) - q.others.until(reset-a.now)
 	}
 	left := leftOf(s.Remaining)
 	if fresh {
