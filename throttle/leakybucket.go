@@ -27,6 +27,7 @@ type LeakyBucket struct {
 	e        *engine[gcraState, *gcra]
 	rate     Rate
 	capacity int
+	tol      time.Duration
 }
 
 // NewLeakyBucket returns a leaky bucket per key that lets units out at r
@@ -45,20 +46,23 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if capacity < 0 {
 		return nil, fmt.Errorf("throttle: capacity must not be negative, got %d", capacity)
 	}
-	// The span at the widest headroom must fit too; when it lengthens the
-	// interval, every interval pays the headroom: it stays lean.
-	interval, _ := tolerance.Span(int64(r.interval()), capacity+1, int64(c.tolerance))
-	lean := interval > int64(r.interval())
-	if _, err := span("capacity", capacity+1, time.Duration(interval)); err != nil {
+	interval, keep := tolerance.Bucket(r.interval(), capacity+1, c.tolerance)
+	if _, err := span("capacity", capacity+1, interval); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(r.interval()), burst: int64(capacity + 1), hr: tolerance.NewHeadroom(c.tolerance, lean)}
-	return &LeakyBucket{e: newEngine(alg, capacity+1, c), rate: r, capacity: capacity}, nil
+	burst := capacity + 1 - keep
+	alg := &gcra{interval: int64(r.interval()), burst: int64(burst)}
+	if interval > r.interval() {
+		// The capacity cannot spare the tolerance, so every interval
+		// pays it: the headroom follows the path (see WithTolerance).
+		alg.hr = tolerance.NewHeadroom(c.tolerance)
+	}
+	return &LeakyBucket{e: newEngine(alg, burst, c), rate: r, capacity: capacity, tol: c.tolerance}, nil
 }
 
 // Tolerance returns the most headroom the bucket keeps: its
 // [WithTolerance], 0 without one.
-func (b *LeakyBucket) Tolerance() time.Duration { return b.e.alg.hr.Cap() }
+func (b *LeakyBucket) Tolerance() time.Duration { return b.tol }
 
 // Learn implements [Learner], as [TokenBucket.Learn] does.
 func (b *LeakyBucket) Learn(ctx context.Context, key string, o Outcome) error {

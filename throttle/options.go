@@ -13,8 +13,8 @@ const DefaultMaxKeys = 100_000
 // jitter that [WithTolerance] recommends when a limiter is set to an
 // upstream's published limit: requests admitted at exact spacing can
 // reach the upstream up to this much closer together than they left.
-// The in-process buckets keep it only while the upstream shows they need
-// it (see [WithTolerance]).
+// A bucket whose burst cannot spare it keeps it only while the upstream
+// shows it needs it (see [WithTolerance]).
 const DefaultTolerance = 10 * time.Millisecond
 
 // An Option configures a limiter built by this package.
@@ -92,21 +92,18 @@ func WithWindowOffset(d time.Duration) Option {
 // by up to d on its way (see [DefaultTolerance]). Without it limiters are
 // literal: a burst of 5 admits 5 at once.
 //
-// A token bucket keeps a headroom of up to d out of its burst: the burst's
-// span (burst × interval) is shorter by the headroom, so its sustained
-// rate is untouched; only when less than one interval of the span would
-// be left does it lengthen the interval by the rest instead (a burst of 1
-// waits interval + headroom between units). A leaky bucket does the same
-// with its capacity. The headroom follows what the upstream shows, when
-// the bucket is given to a Transport (it implements [Learner]): it starts
-// at d and falls by half every 100 ms of answers without a refusal,
-// towards the jitter measured on the path (a decaying maximum of how late
-// attempts left after their slot plus their latency above the least seen
-// lately); each refusal of an attempt the bucket admitted raises it to d
-// again. A bucket whose burst cannot spare d pays the headroom on every
-// interval, so its headroom falls towards nothing until the upstream
-// first refuses an admitted attempt: an upstream whose own burst absorbs
-// the jitter costs it nothing. A bucket no Transport reports to keeps d.
+// A token bucket keeps ceil(d×rate) units of its burst in reserve, so its
+// sustained rate is untouched and the tolerance is paid once. A burst too
+// small for that (a burst of 1) pays it on every interval instead: the
+// interval grows by up to d. There the tolerance is the most headroom the
+// bucket keeps, and it follows what the upstream shows when the bucket is
+// given to a Transport (it implements [Learner]): it starts at d, falls
+// by half every 100 ms of answers without a refusal (to nothing until the
+// upstream first refuses an attempt the bucket admitted, then towards the
+// jitter measured on the path: a decaying maximum of how late attempts
+// left after their slot plus their latency above the least seen lately),
+// and returns to d at each such refusal. A leaky bucket does the same with
+// its capacity. A bucket no Transport reports to keeps d.
 //
 // The sliding windows treat their window as d longer. A fixed window
 // counts a unit booked in the last d of a window against the next window

@@ -31,6 +31,7 @@ type TokenBucket struct {
 	e     *engine[gcraState, *gcra]
 	rate  Rate
 	burst int
+	tol   time.Duration
 }
 
 // NewTokenBucket returns a token bucket per key that refills at r and
@@ -46,24 +47,27 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
 	}
-	// The span at the widest headroom must fit too; when it lengthens the
-	// interval, every interval pays the headroom: it stays lean.
-	interval, _ := tolerance.Span(int64(r.interval()), burst, int64(c.tolerance))
-	lean := interval > int64(r.interval())
-	if _, err := span("burst", burst, time.Duration(interval)); err != nil {
+	interval, keep := tolerance.Bucket(r.interval(), burst, c.tolerance)
+	if _, err := span("burst", burst, interval); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(r.interval()), burst: int64(burst), hr: tolerance.NewHeadroom(c.tolerance, lean)}
-	return &TokenBucket{e: newEngine(alg, burst, c), rate: r, burst: burst}, nil
+	alg := &gcra{interval: int64(r.interval()), burst: int64(burst - keep)}
+	if interval > r.interval() {
+		// The burst cannot spare the tolerance, so every interval pays
+		// it: the headroom follows the path (see WithTolerance).
+		alg.hr = tolerance.NewHeadroom(c.tolerance)
+	}
+	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst, tol: c.tolerance}, nil
 }
 
 // Tolerance returns the most headroom the bucket keeps: its
 // [WithTolerance], 0 without one.
-func (b *TokenBucket) Tolerance() time.Duration { return b.e.alg.hr.Cap() }
+func (b *TokenBucket) Tolerance() time.Duration { return b.tol }
 
-// Learn implements [Learner]: the headroom in use, up to the bucket's
-// [WithTolerance], follows the jitter the upstream's answers show (see
-// [WithTolerance]). It never blocks, and ignores ctx and key: jitter is a
+// Learn implements [Learner]: when the burst cannot spare the bucket's
+// [WithTolerance], the headroom in use, up to it, follows what the
+// upstream's answers show (see [WithTolerance]); otherwise Learn does
+// nothing. It never blocks, and ignores ctx and key: jitter is a
 // property of the path, not of a key.
 func (b *TokenBucket) Learn(ctx context.Context, key string, o Outcome) error {
 	learn(b.e, o)

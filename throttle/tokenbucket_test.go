@@ -156,9 +156,8 @@ func TestTokenBucketTolerance(t *testing.T) {
 		wantAtOnce    int
 		wantNextDelay time.Duration
 	}{
-		// 10ms at 50/s is half an interval: 10ms of the burst's span stays
-		// in reserve, so the fifth unit waits 10ms, not a whole interval.
-		{name: "burst keeps 10ms in reserve", giveRate: throttle.PerSecond(50), giveBurst: 5, wantAtOnce: 4, wantNextDelay: 10 * time.Millisecond},
+		// 10ms at 50/s is half an interval: one unit stays in reserve.
+		{name: "burst keeps a unit in reserve", giveRate: throttle.PerSecond(50), giveBurst: 5, wantAtOnce: 4, wantNextDelay: 20 * time.Millisecond},
 		// 10ms at 500/s is five intervals.
 		{name: "burst keeps five units in reserve", giveRate: throttle.PerSecond(500), giveBurst: 8, wantAtOnce: 3, wantNextDelay: 2 * time.Millisecond},
 		{name: "burst of one lengthens the interval", giveRate: throttle.PerSecond(50), giveBurst: 1, wantAtOnce: 1, wantNextDelay: 30 * time.Millisecond},

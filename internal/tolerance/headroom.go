@@ -21,19 +21,16 @@ const (
 )
 
 // Headroom is the tolerance a bucket keeps in use, up to a cap (the
-// WithTolerance of a limiter). It starts at the cap and follows what the
-// upstream shows:
+// WithTolerance of a limiter), when its burst cannot spare the cap and
+// so pays it on every interval. It starts at the cap and follows what
+// the upstream shows:
 //
-//   - Answers without a refusal let it fall, by half every 100 ms,
-//     towards the jitter measured on the path.
-//   - A refusal the budget did not expect (a throttled answer to an
-//     attempt it admitted) raises it to the cap at once.
-//   - A lean headroom, for a bucket that pays it on every interval (its
-//     burst cannot spare it), falls towards 0 instead until the upstream
-//     has refused an attempt: an upstream that never refuses (its own
-//     burst absorbs the jitter) costs it nothing. A bucket whose burst
-//     spares the headroom pays it once, not per interval, and keeps the
-//     jitter from the start.
+//   - Answers without a refusal let it fall, by half every 100 ms: to
+//     nothing until the upstream has refused an attempt the budget
+//     admitted (an upstream whose own burst absorbs the jitter costs it
+//     nothing), and from then on towards the jitter measured on the path.
+//   - Each refusal of an attempt the budget admitted raises it to the cap
+//     at once.
 //
 // The measured jitter is how much closer together than booked two
 // attempts may reach the upstream: a decaying maximum of the lateness of
@@ -43,9 +40,8 @@ const (
 // A nil *Headroom is a tolerance of 0. Get is one atomic load; Learn
 // takes a mutex. A Headroom is safe for concurrent use.
 type Headroom struct {
-	cap  int64
-	lean bool // falls to 0, not to the jitter, until the upstream refuses
-	cur  atomic.Int64
+	cap int64
+	cur atomic.Int64
 
 	mu      sync.Mutex
 	strict  bool  // the upstream refused an attempt the budget admitted
@@ -58,13 +54,12 @@ type Headroom struct {
 }
 
 // NewHeadroom returns a headroom of at most limit, which starts at limit.
-// A lean one falls to nothing, not to the measured jitter, until the
-// upstream refuses an attempt. It returns nil for a limit of 0 or less.
-func NewHeadroom(limit time.Duration, lean bool) *Headroom {
+// It returns nil for a limit of 0 or less.
+func NewHeadroom(limit time.Duration) *Headroom {
 	if limit <= 0 {
 		return nil
 	}
-	h := &Headroom{cap: int64(limit), lean: lean}
+	h := &Headroom{cap: int64(limit)}
 	h.cur.Store(int64(limit))
 	return h
 }
@@ -120,7 +115,7 @@ func (h *Headroom) Learn(now int64, late, latency time.Duration, throttled bool)
 		return
 	}
 	floor := min(h.jitter, float64(h.cap))
-	if h.lean && !h.strict {
+	if !h.strict {
 		floor = 0
 	}
 	cur := float64(h.cur.Load())

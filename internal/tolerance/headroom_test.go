@@ -20,17 +20,15 @@ func TestHeadroom(t *testing.T) {
 	const ms = time.Millisecond
 	tests := []struct {
 		name                  string
-		giveLean              bool
 		giveLate, giveWave    time.Duration
 		wantCalm, wantSettled time.Duration // after 4 s of answers; after a refusal and 4 s more
 	}{
 		{name: "steady path", wantCalm: 0, wantSettled: 0},
-		{name: "jittery path keeps its jitter", giveLate: ms, giveWave: 2 * ms, wantCalm: 3 * ms, wantSettled: 3 * ms},
-		{name: "lean falls to nothing before a refusal", giveLean: true, giveLate: ms, giveWave: 2 * ms, wantCalm: 0, wantSettled: 3 * ms},
+		{name: "jitter is kept only after a refusal", giveLate: ms, giveWave: 2 * ms, wantCalm: 0, wantSettled: 3 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := NewHeadroom(10*ms, tt.giveLean)
+			h := NewHeadroom(10 * ms)
 			assert.Equal(t, int64(10*ms), h.Get(), "starts at the cap")
 			now := int64(0)
 			feed(h, &now, 200, tt.giveLate, 5*ms, tt.giveWave)
@@ -46,10 +44,12 @@ func TestHeadroom(t *testing.T) {
 
 func TestHeadroomForgetsASpike(t *testing.T) {
 	const ms = time.Millisecond
-	h := NewHeadroom(10*ms, false)
+	h := NewHeadroom(10 * ms)
 	now := int64(0)
+	h.Learn(now, 0, 5*ms, true) // refused: from now on the jitter counts
 	feed(h, &now, 10, 0, 5*ms, 0)
 	feed(h, &now, 1, 0, 13*ms, 0) // a spike of 8 ms
+	assert.Greater(t, h.Get(), int64(7*ms), "the spike holds the headroom up")
 	assert.Equal(t, int64(8*ms), int64(h.jitter), "a spike is the jitter at once")
 	feed(h, &now, 1500, 0, 5*ms, 0) // 30 s later
 	assert.Less(t, h.Get(), int64(50*time.Microsecond), "and forgotten after")
@@ -58,8 +58,9 @@ func TestHeadroomForgetsASpike(t *testing.T) {
 
 func TestHeadroomCapsTheJitter(t *testing.T) {
 	const ms = time.Millisecond
-	h := NewHeadroom(10*ms, false)
+	h := NewHeadroom(10 * ms)
 	now := int64(0)
+	h.Learn(now, 0, 5*ms, true)
 	feed(h, &now, 100, 50*ms, 5*ms, 0)
 	assert.Equal(t, int64(10*ms), h.Get())
 }
@@ -69,7 +70,7 @@ func TestNilHeadroom(t *testing.T) {
 	h.Learn(1, time.Millisecond, time.Millisecond, true)
 	assert.Equal(t, int64(0), h.Get())
 	assert.Equal(t, time.Duration(0), h.Cap())
-	assert.Nil(t, NewHeadroom(0, false))
+	assert.Nil(t, NewHeadroom(0))
 }
 
 func TestSpan(t *testing.T) {
