@@ -106,12 +106,12 @@ func (t *Transport) follow() {
 	switch b := configured.(type) {
 	case *throttle.TokenBucket:
 		t.inMemory = true
-		if b.Tolerance() == 0 {
+		if !b.Follows() {
 			t.learner = nil // no headroom to follow
 		}
 	case *throttle.LeakyBucket:
 		t.inMemory = true
-		if b.Tolerance() == 0 {
+		if !b.Follows() {
 			t.learner = nil
 		}
 	}

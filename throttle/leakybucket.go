@@ -27,7 +27,6 @@ type LeakyBucket struct {
 	e        *engine[gcraState, *gcra]
 	rate     Rate
 	capacity int
-	tol      time.Duration
 }
 
 // NewLeakyBucket returns a leaky bucket per key that lets units out at r
@@ -57,12 +56,13 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 		// pays it: the headroom follows the path (see WithTolerance).
 		alg.hr = tolerance.NewHeadroom(c.tolerance)
 	}
-	return &LeakyBucket{e: newEngine(alg, burst, c), rate: r, capacity: capacity, tol: c.tolerance}, nil
+	return &LeakyBucket{e: newEngine(alg, burst, c), rate: r, capacity: capacity}, nil
 }
 
-// Tolerance returns the most headroom the bucket keeps: its
-// [WithTolerance], 0 without one.
-func (b *LeakyBucket) Tolerance() time.Duration { return b.tol }
+// Follows reports whether the bucket's headroom follows the upstream's
+// answers: its burst cannot spare its [WithTolerance] (see there). Only
+// then does [LeakyBucket.Learn] do anything.
+func (b *LeakyBucket) Follows() bool { return b.e.alg.hr != nil }
 
 // Learn implements [Learner], as [TokenBucket.Learn] does.
 func (b *LeakyBucket) Learn(ctx context.Context, key string, o Outcome) error {

@@ -31,7 +31,6 @@ type TokenBucket struct {
 	e     *engine[gcraState, *gcra]
 	rate  Rate
 	burst int
-	tol   time.Duration
 }
 
 // NewTokenBucket returns a token bucket per key that refills at r and
@@ -57,12 +56,13 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 		// it: the headroom follows the path (see WithTolerance).
 		alg.hr = tolerance.NewHeadroom(c.tolerance)
 	}
-	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst, tol: c.tolerance}, nil
+	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst}, nil
 }
 
-// Tolerance returns the most headroom the bucket keeps: its
-// [WithTolerance], 0 without one.
-func (b *TokenBucket) Tolerance() time.Duration { return b.tol }
+// Follows reports whether the bucket's headroom follows the upstream's
+// answers: its burst cannot spare its [WithTolerance] (see there). Only
+// then does [TokenBucket.Learn] do anything.
+func (b *TokenBucket) Follows() bool { return b.e.alg.hr != nil }
 
 // Learn implements [Learner]: when the burst cannot spare the bucket's
 // [WithTolerance], the headroom in use, up to it, follows what the

@@ -1,7 +1,7 @@
 // Package tolerance computes the headroom against jitter that
-// throttle.WithTolerance keeps: Bucket, the constant one the Redis
-// buckets keep, and Headroom with Span, the one the in-process buckets
-// keep, which follows what the upstream shows.
+// throttle.WithTolerance keeps: Bucket, the constant one, and Headroom
+// with Span, the one an in-process bucket whose burst cannot spare the
+// tolerance keeps, which follows what the upstream shows.
 package tolerance
 
 import "time"
