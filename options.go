@@ -96,6 +96,13 @@ func WithQueue(q queue.Interface) Option {
 // p.MaxPause also caps the pauses of [WithLimiter], and how long a quota
 // statement may hold a key back. WithRetry panics if p is invalid
 // ([retryafter.Policy.Validate]).
+//
+// With WithRetry and no [WithLimiter] or [WithUpstream], the Transport
+// still follows what the upstream says, with a record
+// ([throttle.NewUpstream]) of its own: quota headers shape the pace
+// ("R more before T" holds new requests back until T), and a throttling
+// response's delay pauses every caller of its key, not only the request
+// that met it.
 func WithRetry(p retryafter.Policy) Option {
 	if err := p.Validate(); err != nil {
 		panic(fmt.Sprintf("egress: WithRetry given an invalid Policy: %v", err))

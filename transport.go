@@ -95,7 +95,8 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // follow wires the limiters that learn from responses: the record of
-// what the upstream states, when [WithUpstream] gave one, becomes one
+// what the upstream states, when [WithUpstream] gave one (or, with
+// [WithRetry] and no limiter, one of the Transport's own), becomes one
 // more part of every key's budget, booked at one common slot with the
 // configured limiter; and a configured limiter that learns
 // ([throttle.Learner]) hears every attempt's outcome.
@@ -117,6 +118,11 @@ func (t *Transport) follow() {
 	}
 	_, t.spends = configured.(*throttle.Adaptive)
 	t.breaker, _ = configured.(Breaker)
+	if t.upstream == nil && configured == nil && t.retry {
+		// WithRetry alone: the headers shape the pace, and a 429 pauses
+		// every caller of the key, with a record of the Transport's own.
+		t.upstream, _ = throttle.NewUpstream() // no options: cannot fail
+	}
 	if t.upstream == nil {
 		return
 	}
