@@ -1,6 +1,8 @@
 package egress_test
 
 import (
+	"context"
+	"github.com/egress-go/egress/throttle"
 	"net/http"
 	"strconv"
 	"testing"
@@ -46,6 +48,53 @@ func TestAcceptanceEpochResetOnSynctestClock(t *testing.T) {
 				d, ok := retryafter.Parse(h, now)
 				assert.True(t, ok)
 				assert.Equal(t, 10*time.Second, d, "remaining 0: wait for the reset")
+			})
+		})
+	}
+}
+
+// Answers to requests sent at the same instant come in any order: of two
+// statements of one window for requests sent together, the lower
+// remaining wins, whichever arrives last (issue 13: the later statement
+// wins only when it is known to be later). Under testing/synctest every
+// request a burst sends leaves at the same instant; before the fix the
+// last to arrive won, and a 200 stating remaining 5 after one stating 0
+// let 5 more go before the reset.
+func TestAcceptanceTiedStatementsLowerWins(t *testing.T) {
+	stated := func(remaining int) throttle.Outcome {
+		return throttle.Outcome{N: 1, Latency: 20 * time.Millisecond, Statements: []throttle.Statement{
+			{Name: "x-ratelimit", Unit: throttle.UnitRequests, Limit: 10, Remaining: remaining, Reset: 5 * time.Second},
+		}}
+	}
+	tests := []struct {
+		name     string
+		giveLast int // remaining stated by the answer that arrives last
+		giveTie  bool
+		wantOK   bool
+	}{
+		{name: "sent together, higher remaining arrives last", giveLast: 5, giveTie: true, wantOK: false},
+		{name: "sent together, lower remaining arrives last", giveLast: 0, giveTie: true, wantOK: false},
+		{name: "sent later, higher remaining: a sliding window's estimate decayed", giveLast: 5, giveTie: false, wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				u, err := throttle.NewUpstream()
+				require.NoError(t, err)
+				first := stated(0)
+				if tt.giveLast == 0 {
+					first = stated(5)
+				}
+				require.NoError(t, u.Learn(ctx, "k", first))
+				last := stated(tt.giveLast)
+				if !tt.giveTie {
+					last.Latency = 10 * time.Millisecond // sent 10 ms after the first
+				}
+				require.NoError(t, u.Learn(ctx, "k", last))
+				r, err := u.Reserve(ctx, "k", 1, 0)
+				require.NoError(t, err)
+				assert.Equal(t, tt.wantOK, r.OK)
 			})
 		})
 	}

@@ -540,12 +540,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// The earlier reset wins: each is late by up to its precision.
 		// The statement for the request sent later wins: a sliding
 		// window's remaining may grow as its estimate decays. When the
-		// order is unknown, or the answer is for an older request that
-		// arrived late, the lower remaining wins. Resets stated as
+		// order is unknown (requests sent at one instant, as a burst
+		// under testing/synctest), or the answer is for an older request
+		// that arrived late, the lower remaining wins. Resets stated as
 		// delays have no window to tell a fixed one by (windowend.go
 		// does, for instants), so a remaining that grows marks a
 		// sliding window even for requests in flight together.
-		if sent != math.MinInt64 && sent >= q.sent {
+		if sent != math.MinInt64 && sent > q.sent {
 			if s.Remaining > q.raw && q.raw >= 0 {
 				q.sliding = true
 			}
