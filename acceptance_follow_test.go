@@ -2,6 +2,7 @@ package egress_test
 
 import (
 	"context"
+	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/throttle"
 	"net/http"
 	"strconv"
@@ -98,4 +99,64 @@ func TestAcceptanceTiedStatementsLowerWins(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A refilling quota (OpenAI, Anthropic) at 0 with a reset minutes ahead
+// holds the next request for one unit's refill: "0 left, full in 6m0s"
+// of 60 is one more every 6 s. Before the fix the reset was cut to
+// MaxPause (60 s) and Remaining raised to keep the pace, to 50: fifty
+// requests went at once, and met 429s.
+func TestAcceptanceRefillingQuotaAtZero(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveHeader []string
+		wantGapMin time.Duration
+	}{
+		{name: "OpenAI 6m0s", giveHeader: []string{"x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "6m0s"}, wantGapMin: 6 * time.Second},
+		{name: "Anthropic, 6 minutes ahead", giveHeader: []string{"anthropic-ratelimit-requests-limit", "60", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2000-01-01T00:06:00Z"}, wantGapMin: 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					if n == 0 {
+						return respond(req, http.StatusOK, tt.giveHeader...), nil
+					}
+					return respond(req, http.StatusOK), nil
+				}}
+				var clamped []egress.ClampInfo
+				tr := egress.NewTransport(base, append(retryOnly(t), egress.WithObserver(&egress.Observer{Clamped: func(c egress.ClampInfo) { clamped = append(clamped, c) }}))...)
+				for range 2 {
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+					require.NoError(t, err)
+					drainClose(t, resp)
+				}
+				sent := base.times()
+				require.Len(t, sent, 2)
+				assert.GreaterOrEqual(t, sent[1].Sub(sent[0]), tt.wantGapMin, "nothing is left: the next waits for a unit to refill")
+				assert.Less(t, sent[1].Sub(sent[0]), time.Minute, "but not for the whole reset")
+				assert.Empty(t, clamped, "a reset of minutes on a refilling quota is not absurd")
+			})
+		})
+	}
+}
+
+// Of two statements of a refilling quota for requests sent at the same
+// instant, the emptier one wins, whichever arrives last.
+func TestAcceptanceTiedRefillingStatements(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		u, err := throttle.NewUpstream()
+		require.NoError(t, err)
+		stated := func(remaining int) throttle.Outcome {
+			return throttle.Outcome{N: 1, Latency: 20 * time.Millisecond, Statements: []throttle.Statement{
+				{Name: "requests", Unit: throttle.UnitRequests, Limit: 60, Remaining: remaining, Reset: time.Duration(60-remaining) * time.Second, Refills: true},
+			}}
+		}
+		require.NoError(t, u.Learn(ctx, "k", stated(0)))
+		require.NoError(t, u.Learn(ctx, "k", stated(5))) // sent together with the first, handled before it
+		r, err := u.Reserve(ctx, "k", 1, 0)
+		require.NoError(t, err)
+		assert.False(t, r.OK, "the bucket is empty")
+	})
 }

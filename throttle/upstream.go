@@ -65,9 +65,11 @@ const (
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
 // MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
 // cut to maxHold, and negative values become unknown or 0. The Transport
-// reports the changes to its Observer. A refilling quota's Reset cut to
-// maxHold raises its Remaining so that it still refills at the stated
-// pace: (Limit − Remaining) / Reset is kept.
+// reports the changes to its Observer. A refilling quota's Reset is kept
+// when a unit refills within maxHold (OpenAI's "6m0s"): the record holds
+// a booking only for its own units' refill. Its Remaining is never
+// raised: raising it to keep the pace of a Reset cut to maxHold let a
+// quota at 0 for 6m0s admit 5/6 of its limit at once.
 func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	var changed []string
 	if s.Limit == 0 || s.Limit > MaxStatedCount || s.Limit < -1 {
@@ -86,11 +88,9 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 		s.Remaining = -1
 		changed = append(changed, "Remaining")
 	}
-	if s.Reset < 0 || s.Reset > maxHold {
-		if s.Refills && s.Reset > maxHold && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit {
-			s.Remaining = s.Limit - int(float64(s.Limit-s.Remaining)*float64(maxHold)/float64(s.Reset))
-			changed = append(changed, "Remaining")
-		}
+	refill := s.Refills && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit
+	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold // not absurd
+	if s.Reset < 0 || (s.Reset > maxHold && !kept) {
 		s.Reset = min(max(s.Reset, 0), maxHold)
 		changed = append(changed, "Reset")
 	}
@@ -610,6 +610,9 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 		spoke = now - (now-sent)/2
 	}
 	tat := full + q.cost(k.since(q.unit, spoke))
+	if sent != math.MinInt64 && sent == q.sent && q.tat != math.MinInt64 {
+		tat = max(tat, q.tat) // sent at one instant: unordered, the emptier view wins
+	}
 	if q.period > 0 && q.tat != math.MinInt64 {
 		// What others spent since the last statement, unseen here: keep
 		// that much in reserve, fading over a period. A token bucket's
