@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -69,9 +68,6 @@ func (s *simUpstream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	ok, remaining, reset := s.take(now)
 	s.state(h, now, remaining, reset)
-	if traceOn {
-		fmt.Printf("%v ok=%v rem=%d reset=%v hdr=%v\n", now.Add(-s.skew).Sub(time.Unix(946684800, 0)), ok, remaining, reset, h)
-	}
 	if !ok {
 		s.refused++
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(reset.Seconds()))))
@@ -203,8 +199,26 @@ type simBase struct {
 	h       http.Handler
 	in, out func(n int) time.Duration
 
-	mu sync.Mutex
-	n  int
+	mu   sync.Mutex
+	n    int
+	sent []time.Time // when each request reached the upstream
+}
+
+// maxGap returns the longest time between two requests reaching the
+// upstream in [from, to), counting from from and to to.
+func (b *simBase) maxGap(from, to time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var gap time.Duration
+	last := from
+	for _, at := range b.sent {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		gap = max(gap, at.Sub(last))
+		last = at
+	}
+	return max(gap, to.Sub(last))
 }
 
 func (b *simBase) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -220,6 +234,9 @@ func (b *simBase) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	b.mu.Lock()
+	b.sent = append(b.sent, time.Now())
+	b.mu.Unlock()
 	rec := httptest.NewRecorder()
 	b.h.ServeHTTP(rec, req)
 	if b.out != nil {
@@ -300,6 +317,3 @@ func isDeadlineRefusal(err error) bool {
 	var to interface{ Timeout() bool }
 	return errors.As(err, &to) && to.Timeout()
 }
-
-// traceOn, when set, makes simUpstream log every answer.
-var traceOn = os.Getenv("SIM_TRACE") != ""

@@ -340,8 +340,11 @@ func (c *call) run() (*http.Response, error) {
 		discard(last)
 		last = nil
 
-		c.learn(resp, took, now)
+		// Pause first: a pause shifts what is booked, and a throttling
+		// response's own statement (429, r=0, t beyond MaxPause) must not
+		// be shifted too, or the key waits MaxPause twice.
 		c.pause(resp, now)
+		c.learn(resp, took, now)
 		delay, ok := c.retryAfter(resp, now)
 		if !ok {
 			return resp, nil
