@@ -2,6 +2,7 @@ package egress_test
 
 import (
 	"context"
+	"fmt"
 	"github.com/egress-go/egress"
 	"github.com/egress-go/egress/throttle"
 	"net/http"
@@ -159,4 +160,32 @@ func TestAcceptanceTiedRefillingStatements(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, r.OK, "the bucket is empty")
 	})
+}
+
+// A reset stated as an instant on a server clock minutes off is moved by
+// the skew the Date header shows, to the safe side: in the client's time
+// it is never before the true reset, whatever fraction of a second Date
+// was truncated by. Before the fix a client ahead of its server got a
+// reset up to 2 s early (skew less 2 s of doubt), and 429s at every
+// window boundary.
+func TestAcceptanceSkewedResetIsNeverEarly(t *testing.T) {
+	server := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) // on the second
+	for _, skew := range []time.Duration{7 * time.Minute, 3 * time.Second, 0, -3 * time.Second, -7 * time.Minute} {
+		for _, frac := range []time.Duration{0, 300 * time.Millisecond, 999 * time.Millisecond} {
+			t.Run(fmt.Sprintf("client %v ahead, Date %v into its second", skew, frac), func(t *testing.T) {
+				serverNow := server.Add(frac)
+				clientNow := serverNow.Add(skew)
+				reset := server.Add(10 * time.Second) // a window boundary on the server's clock
+				h := http.Header{}
+				h.Set("Date", serverNow.Format(http.TimeFormat))
+				h.Set("X-RateLimit-Limit", "10")
+				h.Set("X-RateLimit-Remaining", "0")
+				h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+				qs := retryafter.ParseQuota(h, clientNow)
+				require.Len(t, qs, 1)
+				assert.False(t, qs[0].ResetAt.Before(reset.Add(skew)), "ResetAt %v is before the true reset %v", qs[0].ResetAt, reset.Add(skew))
+				assert.LessOrEqual(t, qs[0].ResetAt.Sub(reset.Add(skew)), 3*time.Second, "but not much after")
+			})
+		}
+	}
 }
