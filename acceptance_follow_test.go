@@ -189,3 +189,84 @@ func TestAcceptanceSkewedResetIsNeverEarly(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13, "Transport": with WithRetry alone (no limiter, no
+// WithUpstream), the headers already shape the pace. Today they do only
+// with WithUpstream: WithRetry alone sends the next request at once
+// after a 200 stating 0 left for 10 s (gap 0).
+func TestAcceptanceWithRetryAloneShapesThePace(t *testing.T) {
+	t.Skip("needs fix (decision for transport.go): WithRetry without a limiter could follow the headers with a throttle.Upstream of its own (NewTransport: no limiter, no upstream, retry set); it would also pause the key on a 429, which changes TestRetryWithoutLimiter's Stats")
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+			if n == 0 {
+				return respond(req, http.StatusOK, "X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"), nil
+			}
+			return respond(req, http.StatusOK), nil
+		}}
+		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))
+		for range 2 {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+			require.NoError(t, err)
+			drainClose(t, resp)
+		}
+		sent := base.times()
+		require.Len(t, sent, 2)
+		assert.Equal(t, 10*time.Second, sent[1].Sub(sent[0]))
+	})
+}
+
+// A request that gives up while it waits for its slot (its context ends)
+// loses no units: its booking on the record, and on the limiter beside
+// it, is given back, so the next request takes the same slot.
+func TestAcceptanceCancelMidWaitLosesNoUnits(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveOpts func(*testing.T) []egress.Option
+		wantAt   time.Duration // when the next request goes: as if the cancelled one had never been
+	}{
+		{name: "WithRetry and WithUpstream", giveOpts: retryOnly, wantAt: 10 * time.Second},
+		{name: "beside a token bucket", giveOpts: oneASecond, wantAt: 10 * time.Second},
+		{name: "beside an Adaptive", giveOpts: func(t *testing.T) []egress.Option {
+			a, err := throttle.NewAdaptive(throttle.PerSecond(10))
+			require.NoError(t, err)
+			return []egress.Option{egress.WithLimiter(a), egress.WithUpstream(mustUpstream(t))}
+		}, wantAt: 10*time.Second + 100*time.Millisecond}, // the Adaptive's own spacing, also without the cancelled request
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					if n == 0 { // nothing more for 10 s, then 1 per 10 s
+						return respond(req, http.StatusOK, "RateLimit-Policy", `"default";q=1;w=10`, "RateLimit", `"default";r=0;t=10`), nil
+					}
+					return respond(req, http.StatusOK), nil
+				}}
+				tr := egress.NewTransport(base, tt.giveOpts(t)...)
+				start := time.Now()
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+				drainClose(t, resp)
+
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				go func() {
+					resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+					if err == nil {
+						resp.Body.Close()
+					}
+					done <- err
+				}()
+				time.Sleep(5 * time.Second)
+				cancel()
+				assert.ErrorIs(t, <-done, context.Canceled)
+
+				resp, err = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+				drainClose(t, resp)
+				sent := base.times()
+				require.Len(t, sent, 2, "the cancelled request was never sent")
+				assert.Equal(t, tt.wantAt, sent[1].Sub(start), "the next request takes the slot given back")
+			})
+		})
+	}
+}

@@ -194,3 +194,38 @@ func TestAcceptancePauseAndStatementDoNotAddUp(t *testing.T) {
 		})
 	}
 }
+
+// Absurd quota values are clamped, reported through the Observer with the
+// fields changed, and never panic or fail the request.
+func TestAcceptanceAbsurdValuesAreReported(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveHeader []string
+		wantFields []string
+	}{
+		{name: "remaining 1e18", giveHeader: []string{"X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "1000000000000000000", "X-RateLimit-Reset", "5"}, wantFields: []string{"Remaining"}},
+		{name: "limit 0", giveHeader: []string{"X-RateLimit-Limit", "0", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "5"}, wantFields: []string{"Limit"}},
+		{name: "an epoch reset years ahead", giveHeader: []string{"X-RateLimit-Limit", "10", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "4102444800"}, wantFields: []string{"Reset"}},
+		{name: "an IETF window of a year", giveHeader: []string{"RateLimit-Policy", `"default";q=10;w=31536000`, "RateLimit", `"default";r=3;t=5`}, wantFields: []string{"Window"}},
+		{name: "an Anthropic reset years ahead", giveHeader: []string{"anthropic-ratelimit-requests-limit", "10", "anthropic-ratelimit-requests-remaining", "0", "anthropic-ratelimit-requests-reset", "2099-01-01T00:00:00Z"}, wantFields: []string{"Reset"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					return respond(req, http.StatusOK, tt.giveHeader...), nil
+				}}
+				var got []egress.ClampInfo
+				obs := &egress.Observer{Clamped: func(c egress.ClampInfo) { got = append(got, c) }}
+				tr := egress.NewTransport(base, append(retryOnly(t), egress.WithObserver(obs))...)
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+				require.NoError(t, err)
+				drainClose(t, resp)
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				require.Len(t, got, 1)
+				assert.Equal(t, "api.test", got[0].Key)
+				assert.Equal(t, tt.wantFields, got[0].Fields)
+			})
+		})
+	}
+}
