@@ -174,12 +174,7 @@ func TestAcceptancePauseAndStatementDoNotAddUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
-					if n == 0 {
-						return respond(req, http.StatusTooManyRequests, tt.giveHeader...), nil
-					}
-					return respond(req, http.StatusOK), nil
-				}}
+				base := firstSays(http.StatusTooManyRequests, tt.giveHeader...)
 				opts := append(tt.giveOpts(t), egress.WithRetry(retryafter.Policy{MaxPause: maxPause}), egress.WithMaxWait(-1))
 				tr := egress.NewTransport(base, opts...)
 				for range 2 {

@@ -317,3 +317,14 @@ func isDeadlineRefusal(err error) bool {
 	var to interface{ Timeout() bool }
 	return errors.As(err, &to) && to.Timeout()
 }
+
+// firstSays returns a base that answers the first request with status
+// and the header pairs, and every later one with a plain 200.
+func firstSays(status int, header ...string) *fakeBase {
+	return &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+		if n == 0 {
+			return respond(req, status, header...), nil
+		}
+		return respond(req, http.StatusOK), nil
+	}}
+}
