@@ -532,7 +532,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	p := max(precision, q.precision)
 	switch {
-	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p:
+	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p &&
+		!(q.stated && q.window <= p && sent != math.MinInt64 && sent > q.sent && q.raw >= 0 && s.Remaining-q.raw >= max(q.limit/2, 1)):
+		// (A window no longer than the precision, stated, whose remaining
+		// came back by half the limit for a later request: the next window,
+		// not a sliding one; IETF w=1 with t rounded up to 1.)
 		// The same window. The statement for the request sent later
 		// wins: a sliding window's remaining may grow as its estimate
 		// decays. When the order is unknown, or the answer is for an
