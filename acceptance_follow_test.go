@@ -186,11 +186,10 @@ func TestAcceptanceSkewedResetIsNeverEarly(t *testing.T) {
 }
 
 // Issue 13, "Transport": with WithRetry alone (no limiter, no
-// WithUpstream), the headers already shape the pace. Today they do only
-// with WithUpstream: WithRetry alone sends the next request at once
-// after a 200 stating 0 left for 10 s (gap 0).
+// WithUpstream), the headers already shape the pace. Before the fix they
+// did only with WithUpstream: WithRetry alone sent the next request at
+// once after a 200 stating 0 left for 10 s.
 func TestAcceptanceWithRetryAloneShapesThePace(t *testing.T) {
-	t.Skip("needs fix (decision for transport.go): WithRetry without a limiter could follow the headers with a throttle.Upstream of its own (NewTransport: no limiter, no upstream, retry set); it would also pause the key on a 429, which changes TestRetryWithoutLimiter's Stats")
 	synctest.Test(t, func(t *testing.T) {
 		base := firstSays(http.StatusOK, "X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10")
 		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))

@@ -94,7 +94,10 @@ func WithQueue(q queue.Interface) Option {
 // and the rest).
 //
 // p.MaxPause also caps the pauses of [WithLimiter], and how long a quota
-// statement may hold a key back. WithRetry panics if p is invalid
+// statement may hold a key back. Without WithLimiter and [WithUpstream],
+// WithRetry follows the upstream with a [throttle.Upstream] of its own:
+// the quota headers shape the pace, and a 429 with a delay pauses every
+// caller of its key. WithRetry panics if p is invalid
 // ([retryafter.Policy.Validate]).
 func WithRetry(p retryafter.Policy) Option {
 	if err := p.Validate(); err != nil {

@@ -117,6 +117,10 @@ func (t *Transport) follow() {
 	}
 	_, t.spends = configured.(*throttle.Adaptive)
 	t.breaker, _ = configured.(Breaker)
+	if t.upstream == nil && configured == nil && t.retry {
+		// WithRetry alone follows the headers too (issue 13): a record of its own.
+		t.upstream, _ = throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
+	}
 	if t.upstream == nil {
 		return
 	}
