@@ -232,6 +232,6 @@ func ExampleObserver() {
 	}
 	resp.Body.Close()
 	// Output:
-	// clamped [Limit] of a quota of example: limit 0 read as -1 (unknown)
 	// paused example for 30s after a 429
+	// clamped [Limit] of a quota of example: limit 0 read as -1 (unknown)
 }

@@ -294,7 +294,7 @@ func TestRetryGetBodyFails(t *testing.T) {
 
 // TestRetryWithoutLimiter retries after the server's delay with
 // WithRetry alone, and the delay pauses the key (the Transport's own
-// record of the upstream): a request sent meanwhile waits for it too.
+// record of the upstream).
 func TestRetryWithoutLimiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
@@ -313,28 +313,6 @@ func TestRetryWithoutLimiter(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 7*time.Second, time.Since(start))
 		assert.Equal(t, egress.Stats{Sent: 2, Retries: 1, Pauses: 1}, tr.Stats())
-	})
-}
-
-// TestRetryWithoutLimiterFollowsQuota: with WithRetry alone, a 200
-// stating nothing left for 10 s holds the next request until the reset.
-func TestRetryWithoutLimiterFollowsQuota(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
-			if n == 0 {
-				return respond(req, http.StatusOK, "RateLimit-Policy", `"default";q=2;w=10`, "RateLimit", `"default";r=0;t=10`), nil
-			}
-			return respond(req, http.StatusOK), nil
-		}}
-		tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{Jitter: zeroJitter}))
-		start := time.Now()
-		for range 2 {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
-			require.NoError(t, err)
-			drainClose(t, resp)
-		}
-		assert.Equal(t, 10*time.Second, time.Since(start), "the second request waited for the reset")
-		assert.Equal(t, egress.Stats{Sent: 2}, tr.Stats(), "a statement is a budget, not a pause")
 	})
 }
 

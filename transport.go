@@ -121,7 +121,7 @@ func (t *Transport) follow() {
 	if t.upstream == nil && configured == nil && t.retry {
 		// WithRetry alone: the headers shape the pace, and a 429 pauses
 		// every caller of the key, with a record of the Transport's own.
-		t.upstream, _ = throttle.NewUpstream() // no options: cannot fail
+		t.upstream, _ = throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
 	}
 	if t.upstream == nil {
 		return
@@ -346,8 +346,11 @@ func (c *call) run() (*http.Response, error) {
 		discard(last)
 		last = nil
 
-		c.learn(resp, took, now)
+		// Pause first: a pause shifts what is booked, and a throttling
+		// response's own statement (429, r=0, t beyond MaxPause) must not
+		// be shifted too, or the key waits MaxPause twice.
 		c.pause(resp, now)
+		c.learn(resp, took, now)
 		delay, ok := c.retryAfter(resp, now)
 		if !ok {
 			return resp, nil

@@ -165,7 +165,7 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 			if t, ok := d.resetUnit.parse(v, ref); ok {
 				r.setReset(t)
 				r.Precision = max(r.Precision, d.resetUnit.precision(v))
-				if at, ok := d.resetUnit.instant(v); ok {
+				if at, ok := d.resetUnit.instant(v, ref); ok {
 					r.Absolute = true
 					r.at = later(r.at, at)
 				}
@@ -229,8 +229,8 @@ func firstByte(v string) byte {
 }
 
 // instant returns the instant the reset value v, already parsed, names,
-// or false when it is a delay.
-func (u unit) instant(v string) (time.Time, bool) {
+// or false when it is a delay. ref is as for parse.
+func (u unit) instant(v string, ref time.Time) (time.Time, bool) {
 	switch u {
 	case goDuration:
 		return time.Time{}, false
@@ -242,7 +242,7 @@ func (u unit) instant(v string) (time.Time, bool) {
 	if !ok {
 		return httpDate(v) // not a number: an HTTP-date
 	}
-	return d.epoch(), d.whole >= epochThreshold
+	return d.epoch(), isEpoch(d.whole, ref)
 }
 
 // httpDate parses an HTTP-date, or the RFC 1123 date with zone "UTC" that

@@ -14,6 +14,21 @@ import (
 // reports a reset before 2001.
 const epochThreshold = 1_000_000_000
 
+// isEpoch reports whether a reset of whole seconds is a Unix time rather
+// than a delay, for a response whose clock reads ref: it is 1e9 or more
+// (epochThreshold), or no earlier than MaxDelayValue before ref. The
+// second rule reads an epoch right on a clock set before 2001, as
+// testing/synctest's is (2000-01-01): there "946684810" is ten seconds
+// ahead, not a delay of thirty years. A delay that long is absurd anyway.
+func isEpoch(whole uint64, ref time.Time) bool {
+	if whole >= epochThreshold {
+		return true
+	}
+	r := ref.Unix()
+	const maxDelay = int64(MaxDelayValue / time.Second)
+	return r > 2*maxDelay && int64(whole) >= r-maxDelay
+}
+
 // maxWhole saturates the whole part of a decimal. It is far above any epoch
 // or delay anyone sends, and far below the int64 range, so arithmetic on it
 // cannot overflow.
@@ -92,7 +107,7 @@ func parseReset(s string, ref time.Time) (time.Duration, bool) {
 		}
 		return until(t, ref), err == nil
 	}
-	if d.whole >= epochThreshold {
+	if isEpoch(d.whole, ref) {
 		return until(d.epoch(), ref), true
 	}
 	return d.scaled(time.Second), true

@@ -193,16 +193,17 @@ func (r *reading) setResetAt(now time.Time, skew time.Duration) {
 // tell: the server sent it at or after Date and less than a second
 // later, and it took some time to arrive. A skew within that (Date ≤ now
 // < Date + 2s, a second of transit allowed) cannot be measured and is 0;
-// beyond it, the smallest skew that explains Date.
+// beyond it, the largest skew Date allows, now − Date, so that a reset
+// moved by it is never early. (The smallest, now − Date − 2s, made the
+// reset of a client minutes ahead up to two seconds early: 429s at every
+// window boundary.)
 func (f fields) skew(now time.Time) time.Duration {
 	date := f.reference(time.Time{})
 	switch {
 	case date.IsZero():
 		return 0
-	case now.Before(date):
+	case now.Before(date), now.Sub(date) >= 2*time.Second:
 		return now.Sub(date)
-	case now.Sub(date) >= 2*time.Second:
-		return now.Sub(date) - 2*time.Second
 	}
 	return 0
 }

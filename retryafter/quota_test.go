@@ -193,11 +193,11 @@ func TestParseQuotaResetAt(t *testing.T) {
 			wantPrecision: time.Second,
 		},
 		{
-			name: "a client 10 s ahead: the skew Date shows (less its 2 s of doubt) moves it",
+			name: "a client 10 s ahead: the largest skew Date allows moves it, so it is never early",
 			giveH: header("Date", serverDate, "X-RateLimit-Remaining", "0",
 				"X-RateLimit-Reset", "Mon, 01 Jul 2013 17:27:08 GMT"),
 			giveNow:       serverNow.Add(10 * time.Second),
-			wantResetAt:   at("2013-07-01T17:27:17Z"),
+			wantResetAt:   at("2013-07-01T17:27:19Z"),
 			wantPrecision: time.Second,
 		},
 		{

@@ -275,14 +275,17 @@ func NewAdaptive(ceiling Rate, opts ...Option) (*Adaptive, error) {
 	if _, err := ceiling.Interval(); err != nil {
 		return nil, fmt.Errorf("throttle: NewAdaptive ceiling: %w", err)
 	}
-	floor := PerSecond(DefaultFloorPerSecond)
+	floor, floorSet := PerSecond(DefaultFloorPerSecond), false
 	for _, o := range opts {
 		if f, ok := o.(floorOption); ok {
-			floor = Rate(f)
+			floor, floorSet = Rate(f), true
 		}
 	}
 	if _, err := floor.Interval(); err != nil {
 		return nil, fmt.Errorf("throttle: WithFloor: %w", err)
+	}
+	if floorSet && perSecond(floor) > perSecond(ceiling) {
+		return nil, fmt.Errorf("throttle: WithFloor %v is above the ceiling %v", floor, ceiling)
 	}
 	c, hold, err := upstreamConfig(opts)
 	if err != nil {
@@ -298,6 +301,9 @@ func NewAdaptive(ceiling Rate, opts ...Option) (*Adaptive, error) {
 		keys: map[string]*adaptiveKey{},
 	}
 	if a.floor*hold.Seconds() < 1 {
+		if a.floor < perSecond(floor) {
+			return nil, fmt.Errorf("throttle: NewAdaptive ceiling %v is below one unit per max hold (%v): raise WithMaxHold", ceiling, hold)
+		}
 		return nil, fmt.Errorf("throttle: WithFloor %v is below one unit per max hold (%v)", floor, hold)
 	}
 	return a, nil

@@ -65,9 +65,11 @@ const (
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
 // MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
 // cut to maxHold, and negative values become unknown or 0. The Transport
-// reports the changes to its Observer. A refilling quota's Reset cut to
-// maxHold raises its Remaining so that it still refills at the stated
-// pace: (Limit − Remaining) / Reset is kept.
+// reports the changes to its Observer. A refilling quota's Reset is kept
+// when a unit refills within maxHold (OpenAI's "6m0s"): the record holds
+// a booking only for its own units' refill. Its Remaining is never
+// raised: raising it to keep the pace of a Reset cut to maxHold let a
+// quota at 0 for 6m0s admit 5/6 of its limit at once.
 func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	var changed []string
 	if s.Limit == 0 || s.Limit > MaxStatedCount || s.Limit < -1 {
@@ -86,11 +88,9 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 		s.Remaining = -1
 		changed = append(changed, "Remaining")
 	}
-	if s.Reset < 0 || s.Reset > maxHold {
-		if s.Refills && s.Reset > maxHold && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit {
-			s.Remaining = s.Limit - int(float64(s.Limit-s.Remaining)*float64(maxHold)/float64(s.Reset))
-			changed = append(changed, "Remaining")
-		}
+	refill := s.Refills && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit
+	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold // not absurd
+	if s.Reset < 0 || (s.Reset > maxHold && !kept) {
 		s.Reset = min(max(s.Reset, 0), maxHold)
 		changed = append(changed, "Reset")
 	}
@@ -532,7 +532,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	p := max(precision, q.precision)
 	switch {
-	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p:
+	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p &&
+		!(q.stated && q.window <= p && sent != math.MinInt64 && sent > q.sent && q.raw >= 0 && s.Remaining-q.raw >= max(q.limit/2, 1)):
+		// (A window no longer than the precision, stated, whose remaining
+		// came back by half the limit for a later request: the next window,
+		// not a sliding one; IETF w=1 with t rounded up to 1.)
 		// The same window. The statement for the request sent later
 		// wins: a sliding window's remaining may grow as its estimate
 		// decays. When the order is unknown, or the answer is for an
@@ -540,12 +544,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// The earlier reset wins: each is late by up to its precision.
 		// The statement for the request sent later wins: a sliding
 		// window's remaining may grow as its estimate decays. When the
-		// order is unknown, or the answer is for an older request that
-		// arrived late, the lower remaining wins. Resets stated as
+		// order is unknown (requests sent at one instant, as a burst
+		// under testing/synctest), or the answer is for an older request
+		// that arrived late, the lower remaining wins. Resets stated as
 		// delays have no window to tell a fixed one by (windowend.go
 		// does, for instants), so a remaining that grows marks a
 		// sliding window even for requests in flight together.
-		if sent != math.MinInt64 && sent >= q.sent {
+		if sent != math.MinInt64 && sent > q.sent {
 			if s.Remaining > q.raw && q.raw >= 0 {
 				q.sliding = true
 			}
@@ -609,6 +614,9 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 		spoke = now - (now-sent)/2
 	}
 	tat := full + q.cost(k.since(q.unit, spoke))
+	if sent != math.MinInt64 && sent == q.sent && q.tat != math.MinInt64 {
+		tat = max(tat, q.tat) // sent at one instant: unordered, the emptier view wins
+	}
 	if q.period > 0 && q.tat != math.MinInt64 {
 		// What others spent since the last statement, unseen here: keep
 		// that much in reserve, fading over a period. A token bucket's

@@ -258,8 +258,12 @@ func TestStatementClamp(t *testing.T) {
 		{name: "reset years ahead", give: requests(10, 0, 5*365*24*time.Hour, 0), wantUsed: requests(10, 0, time.Minute, 0), wantChanged: []string{"Reset"}},
 		{name: "negative reset", give: requests(10, 0, -time.Second, 0), wantUsed: requests(10, 0, 0, 0), wantChanged: []string{"Reset"}},
 		{name: "huge window", give: requests(10, 0, time.Second, 48*time.Hour), wantUsed: requests(10, 0, time.Second, time.Minute), wantChanged: []string{"Window"}},
-		{name: "a refilling quota's reset beyond the hold keeps its pace", give: throttle.Statement{Name: "t", Limit: 1000, Remaining: 400, Reset: 3 * time.Minute, Refills: true},
-			wantUsed: throttle.Statement{Name: "t", Limit: 1000, Remaining: 800, Reset: time.Minute, Refills: true}, wantChanged: []string{"Remaining", "Reset"}},
+		{name: "a refilling quota's reset beyond the hold, a unit within it, is kept", give: throttle.Statement{Name: "t", Limit: 1000, Remaining: 400, Reset: 3 * time.Minute, Refills: true},
+			wantUsed: throttle.Statement{Name: "t", Limit: 1000, Remaining: 400, Reset: 3 * time.Minute, Refills: true}},
+		{name: "a refilling quota at 0 for 6m0s is kept: nothing more now", give: throttle.Statement{Name: "t", Limit: 60, Remaining: 0, Reset: 6 * time.Minute, Refills: true},
+			wantUsed: throttle.Statement{Name: "t", Limit: 60, Remaining: 0, Reset: 6 * time.Minute, Refills: true}},
+		{name: "a refilling quota whose unit refills beyond the hold: its reset is cut, its remaining never raised", give: throttle.Statement{Name: "t", Limit: 10, Remaining: 0, Reset: 30 * 24 * time.Hour, Refills: true},
+			wantUsed: throttle.Statement{Name: "t", Limit: 10, Remaining: 0, Reset: time.Minute, Refills: true}, wantChanged: []string{"Reset"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

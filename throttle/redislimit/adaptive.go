@@ -191,11 +191,17 @@ func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Ad
 			if _, err := floor.Interval(); err != nil {
 				return nil, fmt.Errorf("redislimit: WithFloor: %w", err)
 			}
+			if perSecond(floor) > up {
+				return nil, fmt.Errorf("redislimit: WithFloor %v is above the ceiling %v", floor, ceiling)
+			}
 		}
 	}
 	hold := throttle.DefaultMaxHold
 	down := min(perSecond(floor), up)
 	if down*hold.Seconds() < 1 {
+		if down < perSecond(floor) {
+			return nil, fmt.Errorf("redislimit: NewAdaptive ceiling %v is below one unit per max hold (%v)", ceiling, hold)
+		}
 		return nil, fmt.Errorf("redislimit: WithFloor %v is below one unit per max hold (%v)", floor, hold)
 	}
 	a := &Adaptive{

@@ -331,6 +331,8 @@ func TestAdaptiveBadInput(t *testing.T) {
 		{"ceiling too high", throttle.Rate{N: 2_000_000, Per: time.Second}, nil, "ceiling 2000000/s is above MaxAdaptiveCeiling"},
 		{"floor below a unit per hold", throttle.PerSecond(10), []Option{WithFloor(throttle.Rate{N: 1, Per: time.Hour})}, "WithFloor 1/h is below one unit per max hold"},
 		{"zero floor", throttle.PerSecond(10), []Option{WithFloor(throttle.Rate{})}, "WithFloor"},
+		{"floor above the ceiling", throttle.PerSecond(10), []Option{WithFloor(throttle.PerSecond(100))}, "WithFloor 100/s is above the ceiling 10/s"},
+		{"ceiling below a unit per hold", throttle.PerHour(1), nil, "NewAdaptive ceiling 1/h is below one unit per max hold"},
 		{"tolerance", throttle.PerSecond(10), []Option{WithTolerance(ms)}, "NewAdaptive does not take WithTolerance"},
 		{"stated", throttle.PerSecond(10), []Option{WithStated("tokens")}, "NewAdaptive does not take WithStated"},
 		{"fail share", throttle.PerSecond(10), []Option{WithFailurePolicy(FailShare)}, "NewAdaptive does not take FailShare"},

@@ -1,0 +1,92 @@
+package egress_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// Against an upstream nobody here wrote the Transport with WithRetry and
+// WithUpstream (no limiter) keeps to every dialect's statement: "R more
+// before T" sends at most R before T (so the upstream never answers 429),
+// and the pace goes on after T (the key is not stalled).
+func TestAcceptanceDialectsShapeThePace(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name        string
+		give        *simUpstream
+		giveWorkers int
+		giveIn      []time.Duration // request latencies, cycled
+		giveOut     []time.Duration // answer latencies, cycled
+		wantUsed    float64         // at least this share of what the upstream allows
+		skip        string          // a known failure, described for the fix
+	}{
+		{name: "IETF RateLimit + RateLimit-Policy", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "ietf", ceilSec: true}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "X-RateLimit epoch reset, truncated", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "x-epoch"}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "X-RateLimit epoch reset, rounded up", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "x-epoch", ceilSec: true}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "X-RateLimit delta reset, rounded up", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "x-delta", ceilSec: true}, giveWorkers: 4, skip: `needs fix: 1 run in 6 meets 429s (4 workers, ties under synctest); see bench/FOLLOW.md, "acceptance probe" (2026-12-02), "first window vague"`, wantUsed: 0.8},
+		{name: "GitHub used and resource", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "github"}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "OpenAI 6m0s-style resets", give: &simUpstream{algo: "bucket", limit: 10, window: 10 * time.Second, dialect: "openai"}, giveWorkers: 4, skip: `needs fix: 1 run in 6 meets up to 3 429s (4 workers answered at one instant); see bench/FOLLOW.md, "acceptance probe" (2026-12-02), "spoke vs sent"`, wantUsed: 0.8},
+		{name: "OpenAI, minutes", give: &simUpstream{algo: "bucket", limit: 60, window: 6 * time.Minute, dialect: "openai"}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "Anthropic RFC 3339 resets", give: &simUpstream{algo: "bucket", limit: 10, window: 10 * time.Second, dialect: "anthropic"}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "Shopify leaky bucket", give: &simUpstream{algo: "leaky", limit: 40, window: 20 * time.Second, dialect: "shopify"}, giveWorkers: 4, skip: `needs fix: 8-130 429s with 4 workers: the GCRA meter anchors at the midpoint of the latency (spoke) and takes units sent at the same instant as seen; see bench/FOLLOW.md, "acceptance probe" (2026-12-02), "spoke vs sent"`, wantUsed: 0.8},
+
+		// Second-granularity resets on windows that do not start on a second.
+		{name: "epoch reset, window offset 300ms", give: &simUpstream{algo: "fixed", limit: 10, window: 2 * time.Second, offset: 300 * ms, dialect: "x-epoch"}, giveWorkers: 4, wantUsed: 0.7},
+		{name: "delta reset truncated, window offset 700ms", give: &simUpstream{algo: "fixed", limit: 10, window: 2 * time.Second, offset: 700 * ms, dialect: "x-delta"}, giveWorkers: 4, skip: `needs fix: a whole-second delta reset truncated by the server is up to 1 s early and the record holds only until it (upstream.go record: reset = now + Reset, precision taken as late only); ~35 429s`, wantUsed: 0.7},
+		{name: "IETF, 1 s windows, offset 400ms", give: &simUpstream{algo: "fixed", limit: 20, window: time.Second, offset: 400 * ms, dialect: "ietf", ceilSec: true}, giveWorkers: 8, wantUsed: 0.7},
+		{name: "IETF, 1 s windows, offset 400ms, one worker", give: &simUpstream{algo: "fixed", limit: 20, window: time.Second, offset: 400 * ms, dialect: "ietf", ceilSec: true}, giveWorkers: 1, wantUsed: 0.7},
+
+		// Clock skew: the server's clock minutes off, told by Date.
+		{name: "server 5 minutes ahead, epoch", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "x-epoch", skew: 5 * time.Minute}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "server 7 minutes behind, epoch", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "x-epoch", skew: -7 * time.Minute}, giveWorkers: 4, wantUsed: 0.8},
+		{name: "server 3 minutes ahead, RFC 3339", give: &simUpstream{algo: "bucket", limit: 10, window: 10 * time.Second, dialect: "anthropic", skew: 3 * time.Minute}, giveWorkers: 4, skip: `needs fix: 1 run in 6 meets 429s (refilling quota, answers at one instant); see bench/FOLLOW.md, "acceptance probe" (2026-12-02), "spoke vs sent"`, wantUsed: 0.8},
+		{name: "server 90 s ahead, offset window, no skew visible in delta", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, offset: 250 * ms, dialect: "x-delta", skew: 90 * time.Second, ceilSec: true}, giveWorkers: 4, skip: `needs fix: a first window whose resets all read "1" (delta) is taken for a GCRA's vague reset (refill.go vague) and not held: 429s at its end`, wantUsed: 0.8},
+
+		// Answers out of order: the later statement of a window wins.
+		{name: "out of order, epoch", give: &simUpstream{algo: "fixed", limit: 10, window: 2 * time.Second, dialect: "x-epoch"}, giveWorkers: 6,
+			giveIn: []time.Duration{5 * ms, 40 * ms, 10 * ms}, giveOut: []time.Duration{300 * ms, 20 * ms, 150 * ms, 5 * ms}, wantUsed: 0.6},
+		{name: "out of order, IETF", give: &simUpstream{algo: "fixed", limit: 10, window: 2 * time.Second, dialect: "ietf", ceilSec: true}, giveWorkers: 6,
+			giveIn: []time.Duration{5 * ms, 40 * ms, 10 * ms}, giveOut: []time.Duration{300 * ms, 20 * ms, 150 * ms, 5 * ms}, wantUsed: 0.6},
+		{name: "out of order, OpenAI", give: &simUpstream{algo: "bucket", limit: 10, window: 2 * time.Second, dialect: "openai"}, giveWorkers: 6,
+			giveIn: []time.Duration{5 * ms, 40 * ms, 10 * ms}, giveOut: []time.Duration{300 * ms, 20 * ms, 150 * ms, 5 * ms}, skip: `needs fix: 1-9 429s in 5 runs of 6: refilling statements arriving out of order; see bench/FOLLOW.md, "acceptance probe" (2026-12-02), "spoke vs sent"`, wantUsed: 0.6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.skip != "" {
+				t.Skip(tt.skip)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				up := tt.give
+				base := &simBase{h: up, in: spread(10 * ms), out: spread(10 * ms)}
+				if tt.giveIn != nil {
+					base.in, base.out = spread(tt.giveIn...), spread(tt.giveOut...)
+				}
+				u, err := throttle.NewUpstream()
+				require.NoError(t, err)
+				tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}), egress.WithUpstream(u), egress.WithMaxWait(-1))
+				run := 10 * up.window
+				start := time.Now()
+				failed, first := drive(tr, tt.giveWorkers, run)
+				admitted, refused := up.stats()
+				allowed := float64(up.limit) * float64(run) / float64(up.window)
+				t.Logf("admitted %d of %.0f (%.2f), refused %d, failed %d", admitted, allowed, float64(admitted)/allowed, refused, failed)
+				assert.Zero(t, refused, "the upstream answered 429")
+				assert.Zero(t, failed, "requests failed: %v", first)
+				assert.GreaterOrEqual(t, float64(admitted)/allowed, tt.wantUsed, "share of the quota used")
+				// The pace goes on after every reset: no window of the
+				// last half is empty.
+				for w := run / 2; w < run; w += up.window {
+					assert.NotZero(t, up.admittedBetween(start.Add(w), start.Add(w+up.window)), "nothing sent in [%v, %v)", w, w+up.window)
+				}
+			})
+		})
+	}
+}
