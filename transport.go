@@ -382,9 +382,11 @@ func (c *call) book(ctx context.Context) error {
 		}
 	}
 	r, err := c.reserve(ctx, l, maxWait)
+	var held time.Duration
 	for err == nil && r != nil && r.Held() {
 		// The record cannot place the units until answers on their way
 		// are in: nothing was booked; book again after the hold.
+		held += r.Delay
 		if err = sleep(ctx, r.Delay); err == nil {
 			r, err = c.reserve(ctx, l, maxWait)
 		}
@@ -404,10 +406,10 @@ func (c *call) book(ctx context.Context) error {
 		c.due = time.Since(c.t.epoch) + r.Delay
 	}
 	var start time.Duration
-	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && r.Delay > 0
+	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && (r.Delay > 0 || held > 0)
 	if timed {
 		start = time.Since(c.t.epoch)
-		c.waiting(start)
+		c.waiting(start - held)
 	}
 	if err := r.Wait(ctx); err != nil {
 		var le *throttle.LimitError
@@ -421,7 +423,7 @@ func (c *call) book(ctx context.Context) error {
 	}
 	var waited time.Duration
 	if timed {
-		waited = time.Since(c.t.epoch) - start
+		waited = time.Since(c.t.epoch) - start + held
 	}
 	c.waited(waited)
 	return nil

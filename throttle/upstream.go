@@ -210,6 +210,14 @@ type Learner interface {
 // upstream spoke (sent after half the answer's latency before it
 // arrived, a bound on when the statement was made) are taken off R.
 //
+// Right after a burst, a statement may arrive while answers to requests
+// it may already have counted are still on their way; taking them all
+// off, the record would book a unit past the reset that the window still
+// has room for. Such a booking is held instead: Reserve and ReserveAfter
+// return a [Hold] of a fraction of an answer's latency, having taken
+// nothing, and the caller reserves again once the answers are in
+// (hold.go). [Wait], [All] and an egress Transport do so.
+//
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset.
 // [Upstream.Reserve] books n units on the quotas counted in requests;
