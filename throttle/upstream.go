@@ -394,7 +394,7 @@ type statedQuota struct {
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
-	pend      int   // units in flight, sent before the latest statement arrived, taken off left: it may have counted them (hold.go)
+	pend      int   // requests in flight unbooked when the latest statement arrived, taken off left: it may have counted them (hold.go)
 	latency   int64 // the latest answer's latency, or 0
 	holding   int64 // when the current span of holds began, or MinInt64 (hold.go)
 	raw       int   // the remaining last stated, before units in flight are taken off
@@ -619,7 +619,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	default:
 		return true // stale: a window that has already reset
 	}
-	q.pend = k.pending(unit, now, a)
+	q.pend = k.unbookedOf(unit, a)
 	if !q.sliding {
 		q.tat = max(q.tat, q.reset)
 	}
