@@ -33,12 +33,13 @@ import (
 // latency of the first (holdSpan); after that the booking goes where the
 // record's cautious arithmetic puts it, as without holds.
 //
-// Only requests sent unbooked are waited for. Units booked here and in
-// flight were booked against what was left, and the record's handling of
-// them at every later boundary (a fixed window's burst, windowend.go) is
-// tuned and measured: holding on them too put 5c (configured 25% too
-// high) and 5e (another client at 20%) into 12-15 refusals a window in 3
-// of about 15 passes, from the seventh window on, where the base had none.
+// Only requests sent unbooked are waited for: the first window's dip.
+// Units booked here and in flight were booked against what was left, and
+// the record's handling of them at later boundaries (a fixed window's
+// burst, windowend.go) stays as measured before. Holding on them too, a
+// first build met 72 and 93 refusals (12-15 a window from the seventh
+// window on) on 5c configured 25% too high and on 5e, in 2 of 13 and 1 of
+// 3 passes, where the base had none; the cause was not traced.
 
 // minHoldStep is the shortest hold: answers on a loopback upstream come
 // back within about a millisecond of each other.
