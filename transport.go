@@ -45,11 +45,7 @@ type Transport struct {
 	inMemory bool
 	spends   bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
 	upstream *throttle.Upstream // what the upstream states, per key
-	// unheard counts attempts sent before the record heard anything
-	// (not booked on it) and not yet answered: the first statements'
-	// remaining is theirs first (Outcome.Unbooked).
-	unheard  atomic.Int64
-	breaker  Breaker // configured, when it is one, for Snapshot
+	breaker  Breaker            // configured, when it is one, for Snapshot
 	queue    queue.Interface
 	slots    *queue.Queue // queue, when it is one: its Slots cost no allocation
 	policy   retryafter.Policy
@@ -335,7 +331,7 @@ func (c *call) run() (*http.Response, error) {
 			return orLast(last, err)
 		}
 		if c.unheard {
-			c.t.unheard.Add(1) // sent, and answered (learn) or failed: learn takes it off
+			c.t.upstream.SendUnbooked() // sent, and answered (learn) or failed: learn takes it off
 		}
 		resp, took, now, err := c.send()
 		if err != nil {
@@ -395,6 +391,15 @@ func (c *call) book(ctx context.Context) error {
 		}
 	}
 	r, err := c.reserve(ctx, l, maxWait)
+	var held time.Duration
+	for err == nil && r != nil && r.Held() {
+		// The record cannot place the units until answers on their way
+		// are in: nothing was booked; book again after the hold.
+		held += r.Delay
+		if err = sleep(ctx, r.Delay); err == nil {
+			r, err = c.reserve(ctx, l, maxWait)
+		}
+	}
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
@@ -410,10 +415,10 @@ func (c *call) book(ctx context.Context) error {
 		c.due = time.Since(c.t.epoch) + r.Delay
 	}
 	var start time.Duration
-	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && r.Delay > 0
+	timed := (c.t.observer.Waited != nil || c.t.observer.Refused != nil) && (r.Delay > 0 || held > 0)
 	if timed {
 		start = time.Since(c.t.epoch)
-		c.waiting(start)
+		c.waiting(start - held)
 	}
 	if err := r.Wait(ctx); err != nil {
 		var le *throttle.LimitError
@@ -427,7 +432,7 @@ func (c *call) book(ctx context.Context) error {
 	}
 	var waited time.Duration
 	if timed {
-		waited = time.Since(c.t.epoch) - start
+		waited = time.Since(c.t.epoch) - start + held
 	}
 	c.waited(waited)
 	return nil
@@ -557,17 +562,12 @@ func (c *call) outgoing() *http.Request {
 // states a quota or pauses the key ([throttle.Upstream.Heard]): until
 // then nothing was booked on it.
 func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) {
-	unheard := 0
-	if c.unheard {
-		c.unheard = false
-		unheard = int(max(c.t.unheard.Add(-1), 0))
-	} else if c.t.upstream != nil {
-		unheard = int(max(c.t.unheard.Load(), 0))
-	}
+	unheard := c.unheard
+	c.unheard = false
 	if c.t.learner == nil && c.t.upstream == nil {
 		return
 	}
-	o := throttle.Outcome{Failed: resp == nil, Latency: latency, Late: c.late, Unbooked: unheard}
+	o := throttle.Outcome{Failed: resp == nil, Latency: latency, Late: c.late}
 	if c.cost > 0 {
 		o.N = c.cost
 	}
@@ -576,6 +576,9 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 		o.Statements = c.statements(resp, now)
 	}
 	upstream := c.t.upstream != nil && (len(o.Statements) > 0 || c.t.upstream.Heard())
+	if unheard && !upstream {
+		c.t.upstream.AnsweredUnbooked()
+	}
 	if c.t.learner == nil && !upstream {
 		return
 	}
@@ -592,6 +595,7 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 		if !c.recorded {
 			o.N = 0 // booked before the record heard anything: nothing of it is in flight there
 		}
+		o.SentUnbooked = unheard // the record takes it off its count as it learns this answer
 		_ = c.t.upstream.Learn(ctx, c.key, o)
 	}
 }

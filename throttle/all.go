@@ -74,7 +74,9 @@ const maxRounds = 32
 // it may see them closer together than its spacing.
 //
 // A part that refuses, or fails, makes All refuse, or fail, and every
-// part booked is cancelled. Reserve on an empty All returns an error.
+// part booked is cancelled; a part that holds ([Reservation.Held]) makes
+// All hold, with nothing booked. Reserve on an empty All returns an
+// error.
 //
 // The returned Limiter also implements [PartsReserver], a cost of its own
 // for each of ls, [Pauser], pausing every part that can be paused,
@@ -305,7 +307,7 @@ func bookForeign(ctx context.Context, ls []foreignPart, booked []*Reservation, k
 				return 0, nil, err
 			}
 			if !r.OK {
-				return 0, &Reservation{Delay: r.Delay, Remaining: r.Remaining, key: key}, nil
+				return 0, &Reservation{Delay: r.Delay, Remaining: r.Remaining, key: key, held: r.held}, nil // a hold holds every part
 			}
 			booked[i] = r
 			if r.Delay > delay {

@@ -42,7 +42,8 @@ type Allower interface {
 // caller's. It never sleeps just to fail: when the units cannot be had
 // before ctx's deadline, it takes nothing and returns a *[LimitError]
 // whose Timeout is true. If ctx ends during the sleep, the reservation is
-// cancelled and ctx's error is returned.
+// cancelled and ctx's error is returned. A hold ([Reservation.Held]) is
+// waited out, and the units reserved again.
 func Wait(ctx context.Context, l Limiter, key string, n int) error {
 	if ctx == nil {
 		return errNilContext
@@ -52,6 +53,14 @@ func Wait(ctx context.Context, l Limiter, key string, n int) error {
 		maxWait = -1
 	}
 	r, err := l.Reserve(ctx, key, n, maxWait)
+	for err == nil && r.Held() {
+		if err = sleep(ctx, r.Delay); err == nil {
+			if maxWait, bounded = timeLeft(ctx); !bounded {
+				maxWait = -1
+			}
+			r, err = l.Reserve(ctx, key, n, maxWait)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -72,6 +81,18 @@ func Allow(ctx context.Context, l Limiter, key string, n int) (bool, error) {
 		return false, err
 	}
 	return r.OK, nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // timeLeft returns how long remains before ctx's deadline, if it has one.

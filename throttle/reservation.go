@@ -52,6 +52,22 @@ func Refused(retryAfter time.Duration, remaining int) *Reservation {
 	return &Reservation{Delay: max(retryAfter, 0), Remaining: remaining}
 }
 
+// Hold returns a Reservation that took nothing and holds its caller back
+// for d: the limiter cannot place the booking yet, and the same call made
+// again after d will (see [Reservation.Held]).
+func Hold(d time.Duration, remaining int) *Reservation {
+	return &Reservation{Delay: max(d, 0), Remaining: remaining, held: true}
+}
+
+// Held reports whether r is a hold: not OK, nothing was taken, and the
+// caller should make the same call again after Delay instead of giving
+// up. The [Upstream] record holds a booking for a fraction of an answer's
+// latency while answers that tell where it goes are on their way; [All]
+// passes a part's hold on, booking none of its parts. [Wait] and an
+// egress Transport reserve again after the hold; a caller that does not
+// know holds sees a refusal with a short Delay.
+func (r *Reservation) Held() bool { return r.held }
+
 // CancelTimeout bounds the Cancel that Wait issues after its caller's
 // context has ended.
 const CancelTimeout = time.Second
@@ -73,6 +89,7 @@ type Reservation struct {
 	Remaining int
 
 	key     string       // for errors; empty for limiters outside this package
+	held    bool         // a hold: nothing taken, reserve again after Delay
 	booking Booking      // nil when refused
 	state   atomic.Int32 // open, then used, cancelled or settled (used may become settled)
 }

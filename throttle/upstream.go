@@ -121,9 +121,14 @@ type Outcome struct {
 	// Unbooked is how many other requests to the upstream were sent
 	// without being booked on the [Upstream] record (a Transport books
 	// on it only once it has heard a quota) and were not yet answered
-	// when this answer arrived: what the statements say is left is
-	// theirs first. Only the record reads it.
+	// when this answer arrived, besides those [Upstream.SendUnbooked]
+	// counts: what the statements say is left is theirs first. Only the
+	// record reads it.
 	Unbooked int
+	// SentUnbooked is set when the attempt was counted by
+	// [Upstream.SendUnbooked]: the record takes it off the count as it
+	// learns this answer.
+	SentUnbooked bool
 }
 
 // Learner is implemented by limiters that learn from the upstream's
@@ -205,6 +210,14 @@ type Learner interface {
 // upstream spoke (sent after half the answer's latency before it
 // arrived, a bound on when the statement was made) are taken off R.
 //
+// Right after a burst, a statement may arrive while answers to requests
+// it may already have counted are still on their way; taking them all
+// off, the record would book a unit past the reset that the window still
+// has room for. Such a booking is held instead: Reserve and ReserveAfter
+// return a [Hold] of a fraction of an answer's latency, having taken
+// nothing, and the caller reserves again once the answers are in
+// (hold.go). [Wait], [All] and an egress Transport do so.
+//
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset.
 // [Upstream.Reserve] books n units on the quotas counted in requests;
@@ -222,6 +235,12 @@ type Upstream struct {
 	// heard is set once any key had a quota stated or a pause: until
 	// then the record bounds nothing (see [Upstream.Heard]).
 	heard atomic.Bool
+	// unbooked counts the requests sent without a booking here
+	// ([Upstream.SendUnbooked]) and not yet answered. An answer takes its
+	// own off under mu, where Learn records its statements: so every
+	// answered request is either still counted or in the record, never
+	// in neither while its answer waits for the lock.
+	unbooked atomic.Int64
 
 	mu   sync.Mutex
 	last int64 // the latest clock reading, so that time never goes back
@@ -235,6 +254,29 @@ type Upstream struct {
 // configured limiter alone, and tells the record nothing about responses
 // that state no quota. Once it has, it stays so.
 func (u *Upstream) Heard() bool { return u.heard.Load() }
+
+// SendUnbooked notes that a request is about to be sent to the upstream
+// without a booking on the record: a Transport sends so until the record
+// has [Upstream.Heard] anything. Until its answer comes back, the request
+// is taken off what every statement in requests says is left, since the
+// upstream may not have counted it yet. Its answer takes it off the
+// count: [Upstream.Learn] with [Outcome.SentUnbooked] set, or, for an
+// answer the record does not learn, [Upstream.AnsweredUnbooked].
+func (u *Upstream) SendUnbooked() { u.unbooked.Add(1) }
+
+// AnsweredUnbooked takes a request [Upstream.SendUnbooked] counted off the
+// count, when its answer (or failure) is not passed to [Upstream.Learn].
+func (u *Upstream) AnsweredUnbooked() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.unbooked.Add(-1)
+}
+
+// unbookedNow returns how many requests are in flight unbooked. u.mu is
+// held.
+func (u *Upstream) unbookedNow() int {
+	return int(max(u.unbooked.Load(), 0))
+}
 
 // statedKey is the record of one key. Upstream.mu guards it.
 type statedKey struct {
@@ -352,6 +394,9 @@ type statedQuota struct {
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
 	left      int   // units that may still be booked before reset
+	pend      int   // requests in flight unbooked when the latest statement arrived, taken off left: it may have counted them (hold.go)
+	latency   int64 // the latest answer's latency, or 0
+	holding   int64 // when the current span of holds began, or MinInt64 (hold.go)
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
@@ -430,6 +475,9 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if o.SentUnbooked {
+		u.unbooked.Add(-1)
+	}
 	now := u.clock()
 	if u.keys[key] == nil && len(o.Statements) == 0 {
 		return nil
@@ -440,7 +488,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered = now
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0)}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0) + u.unbookedNow()}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}
@@ -490,7 +538,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64, holding: math.MinInt64})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
@@ -513,6 +561,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.absolute = s.Absolute
 	q.longest = max(q.longest, int64(s.Reset))
+	if sent != math.MinInt64 {
+		q.latency = now - sent
+	}
 	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
 		if r := q.bucketRate(); r > 0 {
 			spoke := now
@@ -569,9 +620,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			}
 		}
 		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, precision, sent, s.Remaining, now
+		q.holding = math.MinInt64
 	default:
 		return true // stale: a window that has already reset
 	}
+	q.pend = k.unbookedOf(unit, a)
 	if !q.sliding {
 		q.tat = max(q.tat, q.reset)
 	}
@@ -883,7 +936,7 @@ func (u *Upstream) Reserve(ctx context.Context, key string, n int, maxWait time.
 
 // ReserveAfter implements [Deferrer].
 func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
-	return u.reserve(ctx, key, n, nil, after, maxWait)
+	return u.reserve(ctx, key, n, nil, after, maxWait, true)
 }
 
 // ReserveUnits books n requests, and units[u] of every quota counted in
@@ -900,11 +953,14 @@ func (u *Upstream) ReserveUnits(ctx context.Context, key string, n int, units ma
 			return nil, fmt.Errorf("throttle: cost in unit %q must not be negative, got %d", unit, c)
 		}
 	}
-	return u.reserve(ctx, key, n, units, after, maxWait)
+	return u.reserve(ctx, key, n, units, after, maxWait, false)
 }
 
-// reserve books n requests and units of the other units after after.
-func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration) (*Reservation, error) {
+// reserve books n requests and units of the other units after after. A
+// booking the record cannot place yet is held (hold.go) when holds is
+// set and maxWait allows the hold. ReserveUnits never holds: it books at
+// the moment of sending, once the configured limiter's slot has come.
+func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration, holds bool) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
@@ -919,7 +975,13 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
 	f := statedFlight{n: n, units: units}
-	slot := k.earliest(max(now+int64(max(after, 0)), k.paused), &f)
+	from := max(now+int64(max(after, 0)), k.paused)
+	if holds && maxWait != 0 {
+		if h := k.hold(now, from, &f, u.unbookedNow()); h > 0 && (maxWait < 0 || h <= maxWait) {
+			return Hold(h, k.left(now)), nil
+		}
+	}
+	slot := k.earliest(from, &f)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
 	}

@@ -100,6 +100,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	left := leftOf(s.Remaining)
 	if fresh {
 		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, p, a.sent, s.Remaining, a.now
+		q.holding = math.MinInt64
 	} else {
 		q.merge(s.Remaining, a, leftOf)
 		if q.tat == q.reset {
@@ -107,6 +108,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		}
 		q.reset = reset
 	}
+	q.pend = k.unbookedOf(q.unit, a)
 	if !q.sliding {
 		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
 	}

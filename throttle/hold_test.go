@@ -1,0 +1,139 @@
+package throttle_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// learnUnbooked learns, at at from the start, the answer to one of the
+// requests counted by SendUnbooked, sent at 395 ms, stating remaining in
+// the window named 1 s (which truly ends up to a second later).
+func (p *phasedWindows) learnUnbooked(at time.Duration, remaining int) {
+	p.t.Helper()
+	p.clk.Set(p.base.Add(at))
+	resetAt := p.base.Add(time.Second)
+	s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: p.limit, Remaining: remaining,
+		Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+	require.NoError(p.t, p.u.Learn(context.Background(), "k", throttle.Outcome{SentUnbooked: true, Latency: at - 395*time.Millisecond, Statements: []throttle.Statement{s}}))
+}
+
+// reserve books one unit of "k" with no bound on the wait.
+func (p *phasedWindows) reserve() *throttle.Reservation {
+	p.t.Helper()
+	r, err := p.u.Reserve(context.Background(), "k", 1, -1)
+	require.NoError(p.t, err)
+	return r
+}
+
+// A statement that arrives while requests it may have counted are still in
+// flight cannot tell what is left: the record takes them all off, and a
+// unit booked then would go past the reset for good (bench 5a sent 32 of
+// its first window's 48 so). The record holds such a booking, taking
+// nothing, until the answers are in, then books with what they say.
+func TestUpstreamHoldsWhileAnswersItMayHaveCountedAreInFlight(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	for range 8 {
+		p.u.SendUnbooked() // a burst before the record heard anything
+	}
+	p.learnUnbooked(400*time.Millisecond, 2) // handled last: 8 spent, 2 left; 7 answers still on their way
+	r := p.reserve()
+	require.False(t, r.OK)
+	assert.True(t, r.Held(), "2 left less 7 in flight is below 1, but the 7 may be counted")
+	assert.Equal(t, 1250*time.Microsecond, r.Delay, "a quarter of the answer's latency")
+	assert.Equal(t, 0, p.u.Stated("k")[0].Remaining, "a hold takes nothing")
+
+	for i := range 7 {
+		p.learnUnbooked(401*time.Millisecond, 3+i%3) // handled earlier
+	}
+	assert.Equal(t, []time.Duration{0, 0}, []time.Duration{p.reserve().Delay, p.reserve().Delay}, "with the answers in, the 2 left go at once")
+	r = p.reserve()
+	assert.True(t, r.OK, "nothing in flight: no doubt left, the unit goes past the reset")
+	assert.Greater(t, r.Delay, 599*time.Millisecond)
+}
+
+// Holds end: when the requests in flight stay unanswered (or what is
+// left was spent by another client, which no answer shows), the record
+// stops holding within about two answers' latency of the first hold, and
+// books where its cautious arithmetic puts the units. A hold never
+// reaches past the reset.
+func TestUpstreamHoldsForAboutAnAnswersLatency(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	for range 4 {
+		p.u.SendUnbooked()
+	}
+	p.learnUnbooked(400*time.Millisecond, 1) // 5 ms latency; 3 still in flight
+	var held time.Duration
+	for {
+		r := p.reserve()
+		if !r.Held() {
+			require.True(t, r.OK)
+			assert.Greater(t, r.Delay, 500*time.Millisecond, "past the reset, at the pace after it")
+			break
+		}
+		held += r.Delay
+		p.clk.Advance(r.Delay)
+	}
+	assert.Equal(t, 10*time.Millisecond, held, "two answers' latency")
+}
+
+// Inside All, a hold holds every part: the configured limiter books
+// nothing either, so its log keeps no slot for a unit that may yet go
+// before the reset, or after it.
+func TestAllPassesAHoldOnBookingNothing(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	sw, err := throttle.NewSlidingWindow(10, time.Second, throttle.WithClock(p.clk.Now))
+	require.NoError(t, err)
+	l := throttle.All(sw, p.u)
+	for range 3 {
+		p.u.SendUnbooked()
+	}
+	p.learnUnbooked(400*time.Millisecond, 1) // 2 still in flight
+	r, err := l.Reserve(context.Background(), "k", 1, -1)
+	require.NoError(t, err)
+	assert.True(t, r.Held())
+	assert.False(t, r.OK)
+	st, err := sw.Inspect(context.Background(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, 10, st.Remaining, "the configured log booked nothing")
+
+	p.learnUnbooked(401*time.Millisecond, 2)
+	p.learnUnbooked(401*time.Millisecond, 3)
+	r, err = l.Reserve(context.Background(), "k", 1, -1)
+	require.NoError(t, err)
+	assert.True(t, r.OK)
+	assert.Equal(t, time.Duration(0), r.Delay, "1 left once the answers are in")
+}
+
+// Wait waits a hold out and reserves again.
+func TestWaitWaitsOutAHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u, err := throttle.NewUpstream()
+		require.NoError(t, err)
+		ctx := context.Background()
+		for range 3 {
+			u.SendUnbooked()
+		}
+		learn := func(remaining int) {
+			o := throttle.Outcome{SentUnbooked: true, Latency: 4 * time.Millisecond,
+				Statements: []throttle.Statement{requests(10, remaining, time.Second, time.Second)}}
+			require.NoError(t, u.Learn(ctx, "k", o))
+		}
+		learn(1) // 2 in flight
+		go func() {
+			time.Sleep(time.Millisecond / 2)
+			learn(2)
+			learn(3)
+		}()
+		start := time.Now()
+		require.NoError(t, throttle.Wait(ctx, u, "k", 1))
+		assert.Equal(t, time.Millisecond, time.Since(start), "one hold, then the unit left before the reset")
+		synctest.Wait()
+	})
+}
