@@ -390,6 +390,7 @@ type statedQuota struct {
 	window    int64 // stated or learned, or 0
 	stated    bool  // window came from the upstream
 	absolute  bool  // resets are stated as instants: window boundaries
+	truncates bool  // whole-second delays are cut down, not rounded up (see record)
 	longest   int64 // the longest reset stated, a lower bound of the window
 	reset     int64 // T: when the quota returns
 	precision int64 // how finely reset was stated
@@ -560,7 +561,23 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		q.limit = s.Limit
 	}
 	q.absolute = s.Absolute
-	q.longest = max(q.longest, int64(s.Reset))
+	if !s.Absolute && !s.Refills && precision == int64(time.Second) {
+		// A window that is not full cannot end now: a server that says it
+		// does cuts its whole-second delays down, so each may end up to a
+		// second after it (a round-up server says 0 only at the boundary).
+		// From then on the latest end is taken, and the earlier resets,
+		// early by up to a second, are dropped.
+		if cut := s.Reset == 0 && s.Remaining >= 0 && q.limit > 0 && s.Remaining < q.limit; cut && !q.truncates {
+			q.truncates = true
+			if q.reset > now {
+				q.reset = now + precision
+			}
+		}
+		if q.truncates {
+			reset += precision
+		}
+	}
+	q.longest = max(q.longest, reset-now)
 	if sent != math.MinInt64 {
 		q.latency = now - sent
 	}

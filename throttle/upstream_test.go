@@ -62,6 +62,12 @@ func TestUpstreamBooksWhatIsStated(t *testing.T) {
 			wantDelays: ms(300, 800, 1300),
 		},
 		{
+			name:       "a whole-second delay of 0 for a window not full: delays are cut down, so each ends up to a second later",
+			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{requests(10, 0, 0, 2*time.Second)}}},
+			giveN:      2,
+			wantDelays: ms(1000, 1200),
+		},
+		{
 			name:       "no limit stated: nothing is known after the reset",
 			giveStated: []throttle.Outcome{{Statements: []throttle.Statement{requests(-1, 0, 300*time.Millisecond, 0)}}},
 			giveN:      3,
