@@ -94,17 +94,17 @@ func (k *statedKey) hold(now, from int64, f *statedFlight, unbooked int) time.Du
 	var d int64
 	for i := range k.quotas {
 		q := &k.quotas[i]
-		d = max(d, q.hold(now, from, f.of(q.unit), k.unbookedOf(q.unit, arrival{unbooked: unbooked})))
+		d = max(d, q.hold(now, from, f.of(q.unit), unbookedOf(q.unit, unbooked)))
 	}
 	return time.Duration(d)
 }
 
-// unbookedOf returns the units of unit in flight unbooked as a says: the
-// requests sent before the record heard anything, for a quota in
-// requests; none in other units.
-func (k *statedKey) unbookedOf(unit string, a arrival) int {
+// unbookedOf returns the units of unit that unbooked requests in flight
+// hold: the requests sent before the record heard anything count in a
+// quota in requests, and in no other unit.
+func unbookedOf(unit string, unbooked int) int {
 	if unit != UnitRequests {
 		return 0
 	}
-	return a.unbooked
+	return unbooked
 }

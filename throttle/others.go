@@ -105,10 +105,7 @@ func (k *statedKey) pending(unit string, t int64, a arrival) int {
 			n += f.of(unit)
 		}
 	}
-	if unit == UnitRequests {
-		n += a.unbooked
-	}
-	return n
+	return n + unbookedOf(unit, a.unbooked)
 }
 
 // perNs returns the rate kept out of the budget, in units per ns.

@@ -266,11 +266,10 @@ func (u *Upstream) SendUnbooked() { u.unbooked.Add(1) }
 
 // AnsweredUnbooked takes a request [Upstream.SendUnbooked] counted off the
 // count, when its answer (or failure) is not passed to [Upstream.Learn].
-func (u *Upstream) AnsweredUnbooked() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.unbooked.Add(-1)
-}
+// Such an answer puts nothing in the record, so it needs no lock: it is
+// counted until this call, and in neither count after it only once it is
+// no longer in flight.
+func (u *Upstream) AnsweredUnbooked() { u.unbooked.Add(-1) }
 
 // unbookedNow returns how many requests are in flight unbooked. u.mu is
 // held.
@@ -518,11 +517,7 @@ type arrival struct {
 // arrived as a must cover: those booked here, and, for a quota in
 // requests, those sent before the record heard anything.
 func (k *statedKey) inFlight(unit string, t int64, a arrival) int {
-	n := k.before(unit, t)
-	if unit == UnitRequests {
-		n += a.unbooked
-	}
-	return n
+	return k.before(unit, t) + unbookedOf(unit, a.unbooked)
 }
 
 // record merges the statement s, arrived as a says, into k, and reports
@@ -600,24 +595,16 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	p := max(precision, q.precision)
 	switch {
-	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p &&
-		!(q.stated && q.window <= p && sent != math.MinInt64 && sent > q.sent && q.raw >= 0 && s.Remaining-q.raw >= max(q.limit/2, 1)):
-		// (A window no longer than the precision, stated, whose remaining
-		// came back by half the limit for a later request: the next window,
-		// not a sliding one; IETF w=1 with t rounded up to 1.)
-		// The same window. The statement for the request sent later
-		// wins: a sliding window's remaining may grow as its estimate
-		// decays. When the order is unknown, or the answer is for an
-		// older request that arrived late, the lower remaining wins.
-		// The earlier reset wins: each is late by up to its precision.
-		// The statement for the request sent later wins: a sliding
-		// window's remaining may grow as its estimate decays. When the
-		// order is unknown (requests sent at one instant, as a burst
-		// under testing/synctest), or the answer is for an older request
-		// that arrived late, the lower remaining wins. Resets stated as
-		// delays have no window to tell a fixed one by (windowend.go
-		// does, for instants), so a remaining that grows marks a
-		// sliding window even for requests in flight together.
+	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p && !q.cameBack(s, sent, p):
+		// The same window. The earlier reset wins: each is late by up to
+		// its precision. The statement for the request sent later wins:
+		// a sliding window's remaining may grow as its estimate decays.
+		// When the order is unknown (requests sent at one instant, as a
+		// burst under testing/synctest), or the answer is for an older
+		// request that arrived late, the lower remaining wins. Resets
+		// stated as delays have no window to tell a fixed one by
+		// (windowend.go does, for instants), so a remaining that grows
+		// marks a sliding window even for requests in flight together.
 		if sent != math.MinInt64 && sent > q.sent {
 			if s.Remaining > q.raw && q.raw >= 0 {
 				q.sliding = true
@@ -641,12 +628,23 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	default:
 		return true // stale: a window that has already reset
 	}
-	q.pend = k.unbookedOf(unit, a)
+	q.pend = unbookedOf(unit, a.unbooked)
 	if !q.sliding {
 		q.tat = max(q.tat, q.reset)
 	}
 	q.expires = now + maxHold
 	return true
+}
+
+// cameBack reports whether s, answering a request sent at sent, states
+// the window after q's although its reset lies within the precision p of
+// q's: q's window is stated and no longer than p (IETF w=1 with t rounded
+// up to 1), and what is left came back by half the limit for a request
+// sent after the one that set q's figures. That is the next window, not
+// a sliding one.
+func (q *statedQuota) cameBack(s Statement, sent, p int64) bool {
+	return q.stated && q.window <= p && sent != math.MinInt64 && sent > q.sent &&
+		q.raw >= 0 && s.Remaining-q.raw >= max(q.limit/2, 1)
 }
 
 // refill merges s, a statement of a quota that refills continuously (a

@@ -108,7 +108,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		}
 		q.reset = reset
 	}
-	q.pend = k.unbookedOf(q.unit, a)
+	q.pend = unbookedOf(q.unit, a.unbooked)
 	if !q.sliding {
 		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
 	}
