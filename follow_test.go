@@ -30,7 +30,7 @@ func TestTransportBooksStatedQuota(t *testing.T) {
 			name:       "WithRetry only, remaining 0",
 			giveOpts:   retryOnly,
 			giveHeader: []string{"X-RateLimit-Limit", "2", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"},
-			wantGaps:   []time.Duration{10 * time.Second, 0}, // no window stated: nothing paces after the reset
+			wantGaps:   []time.Duration{10 * time.Second, 5 * time.Second}, // then the limit per the longest reset: 2 per 10 s
 		},
 		{
 			name:       "WithRetry only, remaining 1",

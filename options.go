@@ -100,9 +100,12 @@ func WithQueue(q queue.Interface) Option {
 // With WithRetry and no [WithLimiter] or [WithUpstream], the Transport
 // still follows what the upstream says, with a record
 // ([throttle.NewUpstream]) of its own: quota headers shape the pace
-// ("R more before T" holds new requests back until T), and a throttling
-// response's delay pauses every caller of its key, not only the request
-// that met it.
+// ("R more before T" holds new requests back until T, and the limit per
+// window paces them after it; a bucket that states no rate is held to
+// what it has refilled), and a throttling response's delay pauses every
+// caller of its key, not only the request that met it. An upstream that
+// states nothing (bare 429s or 503s) is not paced: use
+// [throttle.NewAdaptive] for that.
 func WithRetry(p retryafter.Policy) Option {
 	if err := p.Validate(); err != nil {
 		panic(fmt.Sprintf("egress: WithRetry given an invalid Policy: %v", err))

@@ -396,6 +396,9 @@ func (c *call) book(ctx context.Context) error {
 		// The record cannot place the units until answers on their way
 		// are in: nothing was booked; book again after the hold.
 		held += r.Delay
+		if maxWait >= 0 {
+			maxWait = max(maxWait-r.Delay, 0) // the holds count against the wait
+		}
 		if err = sleep(ctx, r.Delay); err == nil {
 			r, err = c.reserve(ctx, l, maxWait)
 		}

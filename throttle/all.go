@@ -241,7 +241,7 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 	booked := make([]*Reservation, len(foreign))
 	for range maxRounds {
 		var no *Reservation
-		delay, no, err = bookForeign(ctx, foreign, booked, key, delay, maxWait)
+		delay, no, err = bookForeign(ctx, foreign, booked, key, delay, maxWait, len(own)+len(foreign) > 1)
 		if err != nil || no != nil {
 			cancelAll(ctx, booked)
 			return no, err
@@ -276,7 +276,9 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 // booked at delay are kept) at delay or later, raising delay until every
 // part agrees. It returns the final delay, or a refusal after which the
 // caller cancels what booked holds. A part of cost 0 is not booked.
-func bookForeign(ctx context.Context, ls []foreignPart, booked []*Reservation, key string, delay, maxWait time.Duration) (time.Duration, *Reservation, error) {
+// paced says that other parts pace the key: an [Upstream] then leaves a
+// bucket whose rate it does not know to them (see unpaced.go).
+func bookForeign(ctx context.Context, ls []foreignPart, booked []*Reservation, key string, delay, maxWait time.Duration, paced bool) (time.Duration, *Reservation, error) {
 	for round, settled := 0, false; !settled; round++ {
 		if round == maxRounds {
 			return 0, nil, fmt.Errorf("throttle: All's parts found no common slot for key %q in %d rounds", key, maxRounds)
@@ -298,7 +300,9 @@ func bookForeign(ctx context.Context, ls []foreignPart, booked []*Reservation, k
 			}
 			var r *Reservation
 			var err error
-			if d, ok := l.(Deferrer); ok {
+			if u, ok := l.(*Upstream); ok {
+				r, err = u.reserve(ctx, key, p.n, nil, delay, maxWait, true, paced)
+			} else if d, ok := l.(Deferrer); ok {
 				r, err = d.ReserveAfter(ctx, key, p.n, delay, maxWait)
 			} else {
 				r, err = l.Reserve(ctx, key, p.n, maxWait)

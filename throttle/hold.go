@@ -73,7 +73,7 @@ func (q *statedQuota) holdSpan() int64 {
 // measured in it.
 func (q *statedQuota) hold(now, from int64, n, pending int) int64 {
 	pend := min(q.pend, pending)
-	if from >= q.reset || from >= q.expires || q.refills || q.bucketRate() > 0 || q.latency <= 0 || q.left >= n || q.left+pend < n || q.earliest(from, n) < q.reset {
+	if from >= q.reset || from >= q.expires || q.refills || q.bucketRate() > 0 || q.latency <= 0 || q.left >= n || q.left+pend < n || q.earliest(from, n, true) < q.reset {
 		q.holding = math.MinInt64 // nothing ambiguous: the next hold starts a new span
 		return 0
 	}

@@ -54,7 +54,7 @@ func Refused(retryAfter time.Duration, remaining int) *Reservation {
 
 // Hold returns a Reservation that took nothing and holds its caller back
 // for d: the limiter cannot place the booking yet, and the same call made
-// again after d will (see [Reservation.Held]).
+// again after d may (see [Reservation.Held]).
 func Hold(d time.Duration, remaining int) *Reservation {
 	return &Reservation{Delay: max(d, 0), Remaining: remaining, held: true}
 }
@@ -62,7 +62,9 @@ func Hold(d time.Duration, remaining int) *Reservation {
 // Held reports whether r is a hold: not OK, nothing was taken, and the
 // caller should make the same call again after Delay instead of giving
 // up. The [Upstream] record holds a booking for a fraction of an answer's
-// latency while answers that tell where it goes are on their way; [All]
+// latency while answers that tell where it goes are on their way, and,
+// booked alone, until a bucket that states no rate can have refilled;
+// [All]
 // passes a part's hold on, booking none of its parts. [Wait] and an
 // egress Transport reserve again after the hold; a caller that does not
 // know holds sees a refusal with a short Delay.

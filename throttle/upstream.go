@@ -218,6 +218,17 @@ type Learner interface {
 // nothing, and the caller reserves again once the answers are in
 // (hold.go). [Wait], [All] and an egress Transport do so.
 //
+// Booked alone (Reserve and ReserveAfter, as an egress Transport with
+// WithRetry and no limiter does), the record is the key's only pace, and
+// paces what a configured limiter would: resets stated as delays, with
+// no window stated, are paced at the limit per the longest reset seen
+// after the reset; and a bucket that states no rate, whose reset is only
+// "within a second" (throttled's), is not left unpaced: what the latest
+// statement left goes at once, the rest is held until the bucket can
+// have refilled, one probe tells a bucket from a window of a second, and
+// the refill is measured from there (unpaced.go). Inside [All] beside
+// another limiter, and through ReserveUnits, that limiter paces.
+//
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset.
 // [Upstream.Reserve] books n units on the quotas counted in requests;
@@ -401,6 +412,10 @@ type statedQuota struct {
 	sliding   bool  // remaining grew within a window: it refills before the reset
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
 	heardAt   int64 // when the answer that set left arrived
+	fullIn    int64 // the reset that answer stated, as a delay from heardAt
+	spent     int   // units admitted in answers since heardAt that did not set it: spent after, as far as anyone knows
+	probeAt   int64 // unpaced.go: when the probe of a bucket not yet seen to refill was booked, or MinInt64
+	noRefill  bool  // unpaced.go: a probe met a refusal: the quota returns at its reset only
 	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
 	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
 	probed    int64 // the stamp of the window a probe was booked in
@@ -534,11 +549,15 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64, holding: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64, holding: math.MinInt64, probeAt: math.MinInt64})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
 	q.unit = unit
+	q.answerProbe(a)
+	if a.ok && (sent == math.MinInt64 || sent > q.sent) {
+		q.spent += a.n // sent after the request heardAt's statement answered; unless this statement is the next one
+	}
 	if s.Refills {
 		k.refill(q, s, now, sent, maxHold)
 		return true
@@ -609,7 +628,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			if s.Remaining > q.raw && q.raw >= 0 {
 				q.sliding = true
 			}
-			q.left, q.sent, q.raw, q.heardAt = left, sent, s.Remaining, now
+			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, sent, s.Remaining, now, reset-now, 0
 		} else {
 			q.left = min(q.left, left)
 		}
@@ -623,7 +642,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.window = w
 			}
 		}
-		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt = reset, left, precision, sent, s.Remaining, now
+		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = reset, left, precision, sent, s.Remaining, now, reset-now, 0
 		q.holding = math.MinInt64
 	default:
 		return true // stale: a window that has already reset
@@ -787,8 +806,8 @@ func (q *statedQuota) paceStart() int64 {
 }
 
 // earliest returns the first slot at or after from at which q admits n
-// units.
-func (q *statedQuota) earliest(from int64, n int) int64 {
+// units. paced says that another limiter paces the key (see reserve).
+func (q *statedQuota) earliest(from int64, n int, paced bool) int64 {
 	if from >= q.expires || n <= 0 {
 		return from
 	}
@@ -800,6 +819,9 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 	}
 	if r := q.bucketRate(); r > 0 {
 		return q.meter.earliest(from, n, q.limit, r)
+	}
+	if !paced && q.unknownBucket() {
+		return from // unpaced.go: waitUnpaced held it until it fits
 	}
 	if from < q.reset {
 		if q.left >= n {
@@ -814,7 +836,7 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		switch {
 		case !q.sliding && !q.vague():
 			from = q.paceStart()
-		case q.spacing() == 0:
+		case q.pace(paced) == 0:
 			// It refills before its reset at a pace nobody stated (a
 			// GCRA's bucket): the reset is no bound; the configured
 			// limiter paces.
@@ -823,19 +845,23 @@ func (q *statedQuota) earliest(from int64, n int) int64 {
 		// A sliding window refills before its reset: pace at its limit
 		// per window instead of waiting for the reset.
 	}
-	if q.spacing() == 0 {
+	if q.pace(paced) == 0 {
 		return from
 	}
 	return max(from, q.tat)
 }
 
 // book takes n units of q at slot, which earliest allowed, and returns
-// how to give them back.
-func (q *statedQuota) book(slot int64, n int) statedPart {
+// how to give them back. inflight is how many units of q are in flight
+// (see waitUnpaced).
+func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
+	case r <= 0 && !paced && q.unknownBucket():
+		q.bookUnpaced(slot, n, inflight)
+		p.before = true
 	case r > 0:
 		p.meterBefore = q.meter.tat
 		q.meter.book(slot, n, r)
@@ -855,14 +881,14 @@ func (q *statedQuota) book(slot int64, n int) statedPart {
 		p.before = true
 		if q.unsure(slot) {
 			p.tatBefore = q.tat
-			q.tat = max(q.tat, slot) + int64(n)*q.spacing()
+			q.tat = max(q.tat, slot) + int64(n)*q.pace(paced)
 			p.tatAfter = q.tat
 		}
 	case slot < q.reset && !q.sliding && q.stamp != math.MinInt64:
 		q.probed, p.probe = q.stamp, q.stamp // earliest allowed it as this window's probe
-	case q.spacing() > 0:
+	case q.pace(paced) > 0:
 		p.tatBefore = q.tat
-		q.tat = max(q.tat, slot) + int64(n)*q.spacing()
+		q.tat = max(q.tat, slot) + int64(n)*q.pace(paced)
 		p.tatAfter = q.tat
 	}
 	return p
@@ -951,7 +977,7 @@ func (u *Upstream) Reserve(ctx context.Context, key string, n int, maxWait time.
 
 // ReserveAfter implements [Deferrer].
 func (u *Upstream) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*Reservation, error) {
-	return u.reserve(ctx, key, n, nil, after, maxWait, true)
+	return u.reserve(ctx, key, n, nil, after, maxWait, true, false)
 }
 
 // ReserveUnits books n requests, and units[u] of every quota counted in
@@ -968,14 +994,18 @@ func (u *Upstream) ReserveUnits(ctx context.Context, key string, n int, units ma
 			return nil, fmt.Errorf("throttle: cost in unit %q must not be negative, got %d", unit, c)
 		}
 	}
-	return u.reserve(ctx, key, n, units, after, maxWait, false)
+	return u.reserve(ctx, key, n, units, after, maxWait, false, true)
 }
 
 // reserve books n requests and units of the other units after after. A
 // booking the record cannot place yet is held (hold.go) when holds is
 // set and maxWait allows the hold. ReserveUnits never holds: it books at
 // the moment of sending, once the configured limiter's slot has come.
-func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration, holds bool) (*Reservation, error) {
+// paced says that another limiter paces the key beside the record (All
+// books them at one slot; ReserveUnits books at the configured limiter's
+// slot): the record then leaves a bucket whose rate it does not know to
+// that limiter, and otherwise paces it itself (unpaced.go).
+func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration, holds, paced bool) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
 	}
@@ -996,13 +1026,23 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(h, k.left(now)), nil
 		}
 	}
-	slot := k.earliest(from, &f)
+	unbooked := u.unbookedNow()
+	if !paced {
+		if h := k.waitUnpaced(now, from, &f, unbooked); h > 0 {
+			if maxWait >= 0 && h > int64(maxWait) {
+				return Refused(time.Duration(h)-maxWait, k.left(now)), nil
+			}
+			return Hold(time.Duration(h), k.left(now)), nil
+		}
+	}
+	slot := k.earliest(from, &f, paced)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
 	}
 	b := &statedBooking{u: u, k: k, slot: slot, seen: k.shift, n: n}
 	for i := range k.quotas {
-		b.parts = append(b.parts, k.quotas[i].book(slot, f.of(k.quotas[i].unit)))
+		q := &k.quotas[i]
+		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, k.inFlightNow(q.unit, unbooked)))
 	}
 	k.inflight += n
 	f.b = b
@@ -1014,11 +1054,11 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 // admits f's units at, each in its own unit. Each quota is monotone (a
 // slot that fits keeps fitting later), so raising the slot to each one's
 // earliest converges.
-func (k *statedKey) earliest(from int64, f *statedFlight) int64 {
+func (k *statedKey) earliest(from int64, f *statedFlight, paced bool) int64 {
 	for changed := true; changed; {
 		changed = false
 		for i := range k.quotas {
-			if s := k.quotas[i].earliest(from, f.of(k.quotas[i].unit)); s > from {
+			if s := k.quotas[i].earliest(from, f.of(k.quotas[i].unit), paced); s > from {
 				from, changed = s, true
 			}
 		}
@@ -1161,7 +1201,7 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return s, nil
 	}
 	s.Remaining = k.left(now)
-	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}) - now)
+	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}, false) - now)
 	s.Ahead = k.inflight
 	s.Paused = time.Duration(max(k.paused-now, 0))
 	return s, nil

@@ -29,6 +29,25 @@ func delays(t *testing.T, u *throttle.Upstream, n int) []time.Duration {
 	return ds
 }
 
+// pacedDelays books one unit of "k" n times through All beside a limiter
+// that admits everything at once, as a Transport with WithLimiter and
+// WithUpstream does, and returns each delay: what the record does when
+// another limiter paces the key.
+func pacedDelays(t *testing.T, u *throttle.Upstream, n int) []time.Duration {
+	t.Helper()
+	open, err := throttle.NewTokenBucket(throttle.PerSecond(1_000_000), 1000)
+	require.NoError(t, err)
+	l := throttle.All(open, u)
+	var ds []time.Duration
+	for range n {
+		r, err := l.Reserve(context.Background(), "k", 1, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		ds = append(ds, r.Delay)
+	}
+	return ds
+}
+
 func ms(ds ...int) []time.Duration {
 	out := make([]time.Duration, len(ds))
 	for i, d := range ds {
@@ -234,7 +253,8 @@ func TestUpstreamLearnsTheWindowFromResets(t *testing.T) {
 	got := u.Stated("k")
 	require.Len(t, got, 1)
 	assert.Equal(t, 2*time.Second, got[0].Window, "two successive resets 2 s apart")
-	assert.Equal(t, ms(1900, 1900), delays(t, u, 2), "a learned window is reported, not used for pacing")
+	assert.Equal(t, ms(1900, 1900), pacedDelays(t, u, 2), "a learned window is reported, not used for pacing beside a limiter")
+	assert.Equal(t, ms(1900, 2375), delays(t, u, 2), "alone, the record paces the limit per the longest reset (unpaced.go)")
 }
 
 func TestUpstreamStated(t *testing.T) {
@@ -354,7 +374,8 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 // GCRA's bucket states the time to refill it as its reset) holds nothing
 // back once it shows it refills, until its refill is measured
 // (refill_test.go): the configured limiter paces. Nor does a reset stated
-// as "within a second", to the second: it says nothing about when.
+// as "within a second", to the second: it says nothing about when. (With
+// nothing beside it, the record paces such a bucket itself: unpaced_test.go.)
 func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	clk := newManualClock()
 	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
@@ -365,10 +386,10 @@ func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
 	}
 	learn(0)
-	assert.Equal(t, ms(0), delays(t, u, 1), "within a second, stated to the second")
+	assert.Equal(t, ms(0), pacedDelays(t, u, 1), "within a second, stated to the second")
 	clk.Advance(20 * time.Millisecond) // the next request is sent after this answer
 	learn(1)
-	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3))
+	assert.Equal(t, ms(0, 0, 0), pacedDelays(t, u, 3))
 }
 
 // The record has heard nothing until a quota is stated or a key is
