@@ -45,6 +45,7 @@ type Transport struct {
 	inMemory bool
 	spends   bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
 	upstream *throttle.Upstream // what the upstream states, per key
+	alone    bool               // upstream is the only limiter: booked from the first request (throttle/unpaced.go)
 	breaker  Breaker            // configured, when it is one, for Snapshot
 	queue    queue.Interface
 	slots    *queue.Queue // queue, when it is one: its Slots cost no allocation
@@ -117,13 +118,13 @@ func (t *Transport) follow() {
 	if t.upstream == nil && configured == nil && t.retry {
 		// WithRetry alone: the headers shape the pace, and a 429 pauses
 		// every caller of the key, with a record of the Transport's own.
-		t.upstream, _ = throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
+		t.upstream, _ = throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
 	}
 	if t.upstream == nil {
 		return
 	}
 	if configured == nil {
-		t.limiter = t.upstream
+		t.limiter, t.alone = t.upstream, true
 	} else {
 		t.limiter = throttle.All(guarded(configured), t.upstream)
 	}
@@ -374,9 +375,11 @@ func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
 	c.recorded, c.unheard = false, false
 	c.due, c.late = 0, 0
-	if c.t.upstream != nil && !c.t.upstream.Heard() {
+	if c.t.upstream != nil && !c.t.alone && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
-		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both.
+		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both. Alone,
+		// the record is booked from the first request: it holds the
+		// others until the first answer.
 		l = c.t.configured
 		c.unheard = c.costs == nil
 	}
@@ -578,7 +581,7 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 		o.Throttled = throttling(resp)
 		o.Statements = c.statements(resp, now)
 	}
-	upstream := c.t.upstream != nil && (len(o.Statements) > 0 || c.t.upstream.Heard())
+	upstream := c.t.upstream != nil && (len(o.Statements) > 0 || c.t.upstream.Heard() || c.recorded)
 	if unheard && !upstream {
 		c.t.upstream.AnsweredUnbooked()
 	}

@@ -128,3 +128,28 @@ func TestUpstreamAloneRefusesWhatItWouldHold(t *testing.T) {
 	assert.False(t, r.Held())
 	assert.Equal(t, 900*time.Millisecond, r.Delay)
 }
+
+// With WithFirstAnswer, the bookings of a key nobody has answered wait
+// for its first booking's answer, held with nothing booked, for at most
+// the option's wait; beside another limiter they do not.
+func TestUpstreamFirstAnswer(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now), throttle.WithFirstAnswer(50*time.Millisecond))
+	require.NoError(t, err)
+	assert.True(t, reserveOne(t, u).OK, "the first booking goes")
+	requireHeld(t, reserveOne(t, u), time.Millisecond)
+	assert.Equal(t, ms(0), pacedDelays(t, u, 1), "beside a limiter")
+	clk.Advance(50 * time.Millisecond)
+	assert.True(t, reserveOne(t, u).OK, "the wait is over")
+
+	u, err = throttle.NewUpstream(throttle.WithClock(clk.Now), throttle.WithFirstAnswer(50*time.Millisecond))
+	require.NoError(t, err)
+	assert.True(t, reserveOne(t, u).OK)
+	requireHeld(t, reserveOne(t, u), time.Millisecond)
+	clk.Advance(5 * time.Millisecond)
+	require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Latency: 5 * time.Millisecond}))
+	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3), "answered, stating nothing: nothing holds")
+
+	_, err = throttle.NewUpstream(throttle.WithFirstAnswer(-time.Second))
+	require.ErrorContains(t, err, "WithFirstAnswer must not be negative, got -1s")
+}

@@ -242,6 +242,9 @@ type Upstream struct {
 	base    time.Time
 	maxKeys int
 	maxHold int64
+	// firstAnswer is how long bookings of a key nobody has answered wait
+	// for its first booking's answer, booked alone ([WithFirstAnswer]).
+	firstAnswer int64
 
 	// heard is set once any key had a quota stated or a pause: until
 	// then the record bounds nothing (see [Upstream.Heard]).
@@ -296,6 +299,12 @@ type statedKey struct {
 	answered int64          // when the last answer or cancel came
 	shift    int64          // the sum of every pause's shift
 	paused   int64          // when the latest pause ends
+	// firstAt is when the key's first booking was made, if firstBooked,
+	// before any answer (booked alone, see firstAnswer). answeredOnce is
+	// set by the key's first answer.
+	firstAt      int64
+	firstBooked  bool
+	answeredOnce bool
 }
 
 // statedFlight is one booking not yet answered.
@@ -466,13 +475,23 @@ func upstreamConfig(opts []Option) (config, time.Duration, error) {
 }
 
 // NewUpstream returns an empty record of what upstreams state. Of the
-// options, [WithClock], [WithMaxKeys] and [WithMaxHold] apply.
+// options, [WithClock], [WithMaxKeys], [WithMaxHold] and
+// [WithFirstAnswer] apply.
 func NewUpstream(opts ...Option) (*Upstream, error) {
 	c, hold, err := upstreamConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Upstream{now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), keys: map[string]*statedKey{}}, nil
+	var first time.Duration
+	for _, o := range opts {
+		if f, ok := o.(firstAnswerOption); ok {
+			first = time.Duration(f)
+		}
+	}
+	if first < 0 {
+		return nil, fmt.Errorf("throttle: WithFirstAnswer must not be negative, got %v", first)
+	}
+	return &Upstream{now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), firstAnswer: int64(first), keys: map[string]*statedKey{}}, nil
 }
 
 // clock returns nanoseconds since u.base, never less than before.
@@ -502,7 +521,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 		return err
 	}
 	k.answer(o.N)
-	k.answered = now
+	k.answered, k.answeredOnce = now, true
 	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0) + u.unbookedNow()}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
@@ -1021,6 +1040,11 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	}
 	f := statedFlight{n: n, units: units}
 	from := max(now+int64(max(after, 0)), k.paused)
+	if holds && maxWait != 0 && !paced && u.firstAnswer > 0 {
+		if h := k.firstAnswer(now, u.firstAnswer); h > 0 {
+			return Hold(h, k.left(now)), nil
+		}
+	}
 	if holds && maxWait != 0 {
 		if h := k.hold(now, from, &f, u.unbookedNow()); h > 0 && (maxWait < 0 || h <= maxWait) {
 			return Hold(h, k.left(now)), nil
