@@ -28,6 +28,21 @@ func requireHeld(t *testing.T, r *throttle.Reservation, d time.Duration) {
 	assert.Equal(t, d, r.Delay)
 }
 
+// vagueRecord returns a record on a manual clock, and a func that
+// learns an answer to one request, admitted or not (ok), sent 10 ms
+// before, stating remaining of a quota of 9 whose reset is "within a
+// second".
+func vagueRecord(t *testing.T) (*throttle.Upstream, *manualClock, func(ok bool, remaining int)) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	return u, clk, func(ok bool, remaining int) {
+		t.Helper()
+		require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Throttled: !ok, Latency: 10 * time.Millisecond,
+			Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
+	}
+}
+
 // A bucket that states its size and what remains, and its reset only as
 // "within a second" (throttled/throttled's GCRA), with nothing beside the
 // record to pace it: what the statement left goes at once, the rest is
@@ -37,15 +52,7 @@ func requireHeld(t *testing.T, r *throttle.Reservation, d time.Duration) {
 // admitted as fast as it refills at the least: what it lacked evenly over
 // the reset's delay.
 func TestUpstreamAlonePacesABucketWhoseRateIsNotStated(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
-	ctx := context.Background()
-	learn := func(ok bool, remaining int) {
-		t.Helper()
-		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: !ok, Latency: 10 * time.Millisecond,
-			Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
-	}
+	u, clk, learn := vagueRecord(t)
 	learn(true, 2)
 	assert.Equal(t, ms(0, 0), delays(t, u, 2), "the two left go at once")
 	requireHeld(t, reserveOne(t, u), 900*time.Millisecond) // until the probe may go
@@ -75,15 +82,7 @@ func TestUpstreamAlonePacesABucketWhoseRateIsNotStated(t *testing.T) {
 // probe with a refusal: from then on what it lacks comes back at its
 // reset only, and nothing is probed again.
 func TestUpstreamAloneProbesAWindowOnce(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
-	ctx := context.Background()
-	learn := func(ok bool, remaining int) {
-		t.Helper()
-		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: !ok, Latency: 10 * time.Millisecond,
-			Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
-	}
+	u, clk, learn := vagueRecord(t)
 	learn(true, 0)
 	clk.Advance(900 * time.Millisecond)
 	assert.True(t, reserveOne(t, u).OK, "the probe")

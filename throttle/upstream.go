@@ -263,10 +263,12 @@ type Upstream struct {
 
 // Heard reports whether the upstream has said anything the record
 // books: a quota, or a pause, for any key. Until it
-// has, the record admits everything at once and costs its caller only
-// this check: a Transport built with egress.WithUpstream books the
-// configured limiter alone, and tells the record nothing about responses
-// that state no quota. Once it has, it stays so.
+// has, the record admits everything at once (but for [WithFirstAnswer]'s
+// wait) and costs its caller only this check: a Transport built with
+// egress.WithUpstream and a limiter books the limiter alone, and tells
+// the record nothing about responses that state no quota. (With no
+// limiter, the Transport books the record from the first request.) Once
+// it has, it stays so.
 func (u *Upstream) Heard() bool { return u.heard.Load() }
 
 // SendUnbooked notes that a request is about to be sent to the upstream

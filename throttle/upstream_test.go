@@ -16,17 +16,10 @@ func requests(limit, remaining int, reset, window time.Duration) throttle.Statem
 	return throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: limit, Remaining: remaining, Reset: reset, Window: window}
 }
 
-// delays books one unit of "k" n times and returns each delay.
+// delays books one unit of "k" n times on u alone and returns each delay.
 func delays(t *testing.T, u *throttle.Upstream, n int) []time.Duration {
 	t.Helper()
-	var ds []time.Duration
-	for range n {
-		r, err := u.Reserve(context.Background(), "k", 1, -1)
-		require.NoError(t, err)
-		require.True(t, r.OK)
-		ds = append(ds, r.Delay)
-	}
-	return ds
+	return bookDelays(t, u, n)
 }
 
 // pacedDelays books one unit of "k" n times through All beside a limiter
@@ -37,7 +30,13 @@ func pacedDelays(t *testing.T, u *throttle.Upstream, n int) []time.Duration {
 	t.Helper()
 	open, err := throttle.NewTokenBucket(throttle.PerSecond(1_000_000), 1000)
 	require.NoError(t, err)
-	l := throttle.All(open, u)
+	return bookDelays(t, throttle.All(open, u), n)
+}
+
+// bookDelays books one unit of "k" n times on l, each of which must be
+// booked, and returns each delay.
+func bookDelays(t *testing.T, l throttle.Limiter, n int) []time.Duration {
+	t.Helper()
 	var ds []time.Duration
 	for range n {
 		r, err := l.Reserve(context.Background(), "k", 1, -1)
