@@ -529,7 +529,7 @@ type arrival struct {
 // sent, so a unit booked now meets the bucket as the statement left it,
 // refilled since. Read as of the arrival, the refill of a whole latency
 // was given away, the bucket never drained enough to measure its rate
-// better, and at 100 ms each way the pace fell to 0.8 of the bucket's.
+// better, and at 100 ms each way the pace fell to 0.65 of the bucket's.
 
 // frame returns the instant of the send-time frame a's statements are
 // read at: when a's request was sent, or, when that is not known, a's
