@@ -320,9 +320,13 @@ func precisionOf(v string) time.Duration {
 }
 
 // readUsedOfSize reads "used/size" of a leaky bucket that drains in drain.
-// A full bucket admits the next call after one leak, drain/size, so that is
-// its reset: 500ms for a 40-call bucket draining in 20s. A full drain would
-// wait far longer than needed.
+// Such a bucket is a token bucket of size calls refilling size per drain:
+// what is left is size − used, and it is full again (Reset, with Refills)
+// once the used calls have drained, used × drain/size from now (Shopify
+// counts a call in flight as used, so that is never early). A wait (Parse)
+// is shorter: a full bucket admits the next call after one leak,
+// drain/size, 500ms for a 40-call bucket draining in 20s; a full drain
+// would wait far longer than needed.
 func (r *reading) readUsedOfSize(v string, drain time.Duration) {
 	u, s, ok := strings.Cut(v, "/")
 	used, okUsed := parseCount(u)
@@ -332,10 +336,13 @@ func (r *reading) readUsedOfSize(v string, drain time.Duration) {
 	}
 	r.setLimit(size)
 	r.setRemaining(size - min(used, size))
+	leak := drain / time.Duration(size)
+	r.Refills, r.leaky = true, true
+	drained := min(used, size) + min(max(used-size, 0), size) // a count beyond twice the size is absurd; no overflow
+	r.setReset(time.Duration(drained) * leak)
+	r.Precision = max(r.Precision, leak)
 	if used >= size {
 		over := time.Duration(min(used-size+1, size))
-		r.setReset(over * drain / time.Duration(size))
-	} else {
-		r.setReset(0)
+		r.fits = clamp(over * drain / time.Duration(size))
 	}
 }

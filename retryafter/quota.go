@@ -27,9 +27,10 @@ type Quota struct {
 	Remaining int
 
 	// Reset is how long until the quota returns, as the server reports it:
-	// fully for most providers; for Shopify's leaky bucket, until one more
-	// call fits. It is 0 when not stated or already due, and never above
-	// MaxDelayValue.
+	// fully for most providers; for Shopify's leaky bucket, until it has
+	// drained (Refills is set: a bucket of Limit calls that refills Limit
+	// per drain), whereas [Parse] waits only until one more call fits. It
+	// is 0 when not stated or already due, and never above MaxDelayValue.
 	Reset time.Duration
 
 	// Window is the IETF policy's window (w), or 0 when not stated.
@@ -105,6 +106,19 @@ type reading struct {
 	family   family
 	hasReset bool
 	at       time.Time // the absolute reset as stated, on the server's clock, or zero
+	// leaky is set for a leaky bucket's "used/size" (Shopify): its Reset is
+	// when it has drained, and fits, until one more call fits, is the wait.
+	leaky bool
+	fits  time.Duration
+}
+
+// wait returns how long r asks a client to wait when nothing is left: its
+// reset, or, for a leaky bucket, until one more call fits.
+func (r *reading) wait() time.Duration {
+	if r.leaky {
+		return r.fits
+	}
+	return r.Reset
 }
 
 // newReading returns a reading that knows nothing yet.
@@ -216,7 +230,7 @@ func resetWait(rs []reading, f family, lenient bool) (time.Duration, bool) {
 	for _, r := range rs {
 		exhausted := r.Remaining == 0 || (lenient && r.Remaining == Unknown)
 		if r.family == f && exhausted && r.hasReset {
-			d = max(d, r.Reset)
+			d = max(d, r.wait())
 		}
 	}
 	return d, d > 0

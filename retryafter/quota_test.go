@@ -107,9 +107,22 @@ func parseQuotaTests() []parseQuotaTest {
 			},
 		},
 		{
+			// A leaky bucket of 40 draining in 20 s is a token bucket of 40
+			// refilling 40 per 20 s: full again once the 32 used have
+			// drained, in 16 s.
 			name:  "Shopify",
 			giveH: header("X-Shopify-Shop-Api-Call-Limit", "32/40"),
-			want:  []retryafter.Quota{{Name: "shopify", Limit: 40, Remaining: 8}},
+			want:  []retryafter.Quota{{Name: "shopify", Limit: 40, Remaining: 8, Reset: 16 * time.Second, Refills: true}},
+		},
+		{
+			name:  "Shopify full, and over",
+			giveH: header("X-Shopify-Shop-Api-Call-Limit", "42/40"),
+			want:  []retryafter.Quota{{Name: "shopify", Limit: 40, Remaining: 0, Reset: 21 * time.Second, Refills: true}},
+		},
+		{
+			name:  "Shopify empty",
+			giveH: header("X-Shopify-Shop-Api-Call-Limit", "0/40"),
+			want:  []retryafter.Quota{{Name: "shopify", Limit: 40, Remaining: 40, Refills: true}},
 		},
 		{
 			name:  "partial: remaining only",
@@ -127,7 +140,7 @@ func parseQuotaTests() []parseQuotaTest {
 			want: []retryafter.Quota{
 				{Name: "default", Limit: unknown, Remaining: 3},
 				{Name: "requests", Limit: unknown, Remaining: 2, Refills: true},
-				{Name: "shopify", Limit: 40, Remaining: 39},
+				{Name: "shopify", Limit: 40, Remaining: 39, Reset: 500 * time.Millisecond, Refills: true},
 			},
 		},
 		{

@@ -31,7 +31,8 @@ import (
 //
 // Once measured, the quota is booked as a GCRA at that rate: each answer
 // read anchors the bucket's level at what it states (the level is at
-// least R), less the units booked since the upstream spoke; units are
+// least R) as its request was sent, less the units in flight (see
+// statedKey.unseen); units are
 // booked at the rate from there, keeping [refillReserve] units of the
 // bucket in reserve, and each booking is checked again when its slot
 // comes ([statedBooking.Until]), for the units booked before the rate was
@@ -68,10 +69,10 @@ type refillMeter struct {
 	spans    []refillSpan // the stretches measured, oldest first; the last is open
 	tat      int64        // the bucket's theoretical arrival time: full at tat − L/rate, upper bound
 
-	// The latest anchor: the tat the answer stated, before the units it
-	// had not seen, and when it spoke. anchored is set once there is one.
-	stated, spoke int64
-	anchored      bool
+	// The latest anchor: the tat the answer stated, before the units in
+	// flight it had not seen. anchored is set once there is one.
+	stated   int64
+	anchored bool
 }
 
 // refillSpan is a stretch of answers over which the bucket was never
@@ -160,14 +161,15 @@ func (m *refillMeter) rate() float64 {
 	return units / span
 }
 
-// anchor sets the bucket's level from an answer that arrived at now and
-// stated remaining of limit, spoken at spoke: the level is at least
-// remaining, less the units booked since spoke (in flights, booked at
-// their slots) and unbooked units in flight, which it has not seen.
-func (m *refillMeter) anchor(k *statedKey, unit string, now, spoke int64, remaining, limit, unbooked int, rate float64) {
-	tat := now + refillCost(limit-remaining+unbooked, rate)
-	m.stated, m.spoke, m.anchored = tat, spoke, true
-	m.tat = k.replay(unit, tat, rate, func(f *statedFlight, at int64) bool { return at >= spoke })
+// anchor sets the bucket's level from an answer that stated remaining of
+// limit to a request sent at sent: the level is at least remaining as the
+// request was sent, in the send-time frame (see statedKey.unseen), less
+// the units in flight, which it has not seen: the unbooked ones, and
+// those booked here, at their slots.
+func (m *refillMeter) anchor(k *statedKey, unit string, sent int64, remaining, limit, unbooked int, rate float64) {
+	tat := sent + refillCost(limit-remaining+unbooked, rate)
+	m.stated, m.anchored = tat, true
+	m.tat = k.replay(unit, tat, rate, func(*statedFlight, int64) bool { return true })
 }
 
 // replay returns the bucket's tat from tat after the units of unit of
@@ -206,7 +208,7 @@ func (m *refillMeter) admits(k *statedKey, b *statedBooking, unit string, due in
 			return false
 		}
 		// At b's slot, the bookings made before it go first.
-		return at >= m.spoke && (at < due || at == due && !found)
+		return at < due || at == due && !found
 	})
 	return max(due, tat-refillCost(limit-n, rate))
 }

@@ -203,12 +203,13 @@ type Learner interface {
 // flight together may have been handled in either order: of their
 // statements for one window the lower remaining wins.
 //
-// A quota that refills continuously ([Statement.Refills]: OpenAI's and
-// Anthropic's, whose reset is when the quota is full again) is a token
-// bucket: R left now, refilling at L per period, the period estimated
-// from the statements as reset × L / (L − R). Units booked since the
-// upstream spoke (sent after half the answer's latency before it
-// arrived, a bound on when the statement was made) are taken off R.
+// A quota that refills continuously ([Statement.Refills]: OpenAI's,
+// Anthropic's and Shopify's, whose reset is when the quota is full
+// again) is a token bucket: R left now, refilling at L per period, the
+// period estimated from the statements as reset × L / (L − R). Every unit
+// still in flight (booked, or sent before the record heard anything, and
+// not yet answered) is taken off R: the upstream may have stated R before
+// it arrived.
 //
 // Right after a burst, a statement may arrive while answers to requests
 // it may already have counted are still on their way; taking them all
@@ -385,18 +386,6 @@ func (k *statedKey) alone(a arrival) bool {
 	return true
 }
 
-// since returns the units of unit in flight booked for slots at or after
-// t: those a statement made at t may not have seen.
-func (k *statedKey) since(unit string, t int64) int {
-	n := 0
-	for i := range k.flight {
-		if f := &k.flight[i]; k.due(f) >= t {
-			n += f.of(unit)
-		}
-	}
-	return n
-}
-
 // statedQuota is one quota of a key, in nanoseconds on the Upstream's
 // clock.
 type statedQuota struct {
@@ -549,11 +538,56 @@ type arrival struct {
 	unbooked int
 }
 
+// What a statement has seen, and when. An upstream states a quota at
+// some moment between the arrival of the request it answers and the
+// sending of its answer: the record cannot tell which. So it takes none of
+// the units still in flight as seen, on every path: a window's remaining
+// (inFlight), a refilling quota's (refill) and a measured bucket's level
+// (refillMeter.anchor). Units sent at one instant reach the upstream in
+// any order, and a unit sent earlier on a slower way (a new connection)
+// after a later one; and a unit sent after the request may still have
+// reached the upstream before the statement was made, when that was at
+// the end of a long reply, but then the record only takes it off twice,
+// until the next statement. Comparing send slots with the midpoint of the
+// answer's latency (an estimate of the upstream's time) took the units
+// sent in its first half, and those sent at the request's own instant,
+// as seen: 429s on refilling quotas (4 workers answered at one instant,
+// and answers out of order). The rule costs nothing when answers come
+// back in the order their requests were sent: those sent before are
+// answered by then.
+//
+// When the statement was made matters too. A refilling quota's (an LLM
+// API's, which may state it as a long reply ends) is read as of the
+// answer's arrival, the latest it can be. A measured bucket's (a GCRA in
+// front of the handler, as throttled's, states it as the request
+// arrives) is read as of the request's sending, in the frame of send
+// times: each unit reaches the upstream one way's latency after it is
+// sent, so a unit booked now meets the bucket as the statement left it,
+// refilled since. Read as of the arrival, the refill of a whole latency
+// was given away, the bucket never drained enough to measure its rate
+// better, and at 100 ms each way the pace fell to 0.65 of the bucket's.
+
+// frame returns the instant of the send-time frame a's statements are
+// read at: when a's request was sent, or, when that is not known, a's
+// arrival, later and so safe.
+func (a arrival) frame() int64 {
+	if a.sent == math.MinInt64 {
+		return a.now
+	}
+	return a.sent
+}
+
 // inFlight returns the units of unit in flight before t that a statement
 // arrived as a must cover: those booked here, and, for a quota in
 // requests, those sent before the record heard anything.
 func (k *statedKey) inFlight(unit string, t int64, a arrival) int {
 	return k.before(unit, t) + unbookedOf(unit, a.unbooked)
+}
+
+// unseen returns the units of unit in flight that a statement arrived as
+// a has not seen: every one (see above).
+func (k *statedKey) unseen(unit string, a arrival) int {
+	return k.inFlight(unit, math.MaxInt64, a)
 }
 
 // record merges the statement s, arrived as a says, into k, and reports
@@ -580,7 +614,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		q.spent += a.n // sent after the request heardAt's statement answered; unless this statement is the next one
 	}
 	if s.Refills {
-		k.refill(q, s, now, sent, maxHold)
+		k.refill(q, s, a, maxHold)
 		return true
 	}
 	q.refills = false
@@ -618,11 +652,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
 		if r := q.bucketRate(); r > 0 {
-			spoke := now
-			if sent != math.MinInt64 {
-				spoke = now - (now-sent)/2
-			}
-			q.meter.anchor(k, unit, now, spoke, s.Remaining, q.limit, a.unbooked, r)
+			q.meter.anchor(k, unit, a.frame(), s.Remaining, q.limit, a.unbooked, r)
 		}
 	}
 	if stamp, p, ok := phased(s, a, maxHold); ok {
@@ -688,15 +718,13 @@ func (q *statedQuota) cameBack(s Statement, sent, p int64) bool {
 }
 
 // refill merges s, a statement of a quota that refills continuously (a
-// token bucket whose reset is when it is full again), into q. The
-// statement for the request sent later wins. Its bucket is full at
-// now + reset, or when R refills to L, whichever is later; and the units
-// booked after the upstream spoke, which it has not seen, push that
-// later. The upstream spoke at most half the answer's latency before the
-// answer arrived (a streamed answer's headers leave as the call starts,
-// a whole one's as it ends); when the latency is unknown, every unit in
-// flight counts.
-func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64) {
+// token bucket whose reset is when it is full again), arrived as a, into
+// q. The statement for the request sent later wins. Its bucket is full at
+// now + reset, or when R refills to L, whichever is later (read as of its
+// arrival: see unseen); and the units in flight, which it has not seen,
+// push that later.
+func (k *statedKey) refill(q *statedQuota, s Statement, a arrival, maxHold int64) {
+	now, sent := a.now, a.sent
 	if !q.refills {
 		q.refills, q.period, q.longestR, q.tat, q.sent = true, 0, 0, math.MinInt64, math.MinInt64
 	}
@@ -717,11 +745,7 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 	if s.Remaining >= 0 && q.period > 0 {
 		full = max(full, now+q.cost(q.limit-s.Remaining))
 	}
-	spoke := int64(math.MinInt64)
-	if sent != math.MinInt64 {
-		spoke = now - (now-sent)/2
-	}
-	tat := full + q.cost(k.since(q.unit, spoke))
+	tat := full + q.cost(k.unseen(q.unit, a))
 	if sent != math.MinInt64 && sent == q.sent && q.tat != math.MinInt64 {
 		tat = max(tat, q.tat) // sent at one instant: unordered, the emptier view wins
 	}
