@@ -1,0 +1,279 @@
+package throttle_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// This file fuzzes the Upstream record with what a hostile or broken
+// upstream may send (issue 13, "Bad input and limits"): the fuzz bytes
+// are decoded into a short run of operations on one or two keys, on a
+// manual clock, and each step checks that nothing holds a key back for
+// longer than the max hold allows.
+
+// fuzzBytes reads the fuzz input one choice at a time; once it runs out,
+// every choice is 0, so that any input decodes to a finite run.
+type fuzzBytes struct{ b []byte }
+
+// byte returns the next byte, or 0.
+func (r *fuzzBytes) byte() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// pick returns an index below n.
+func (r *fuzzBytes) pick(n int) int { return int(r.byte()) % n }
+
+// bool returns the next choice as a bool.
+func (r *fuzzBytes) bool() bool { return r.byte()&1 == 1 }
+
+// The values a field is drawn from: the ordinary ones, the edges, and
+// the absurd ones real upstreams have sent (negative, a reset years
+// ahead, remaining 10¹⁸).
+var (
+	fuzzCounts = []int{-1, 0, 1, 2, 3, 5, 10, 48, 100, 1000, -7, throttle.MaxStatedCount, throttle.MaxStatedCount + 1, 1e18, math.MaxInt, math.MinInt}
+	fuzzDelays = []time.Duration{0, time.Millisecond, 20 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second,
+		30 * time.Second, time.Minute, 61 * time.Second, time.Hour, 6 * time.Minute, -time.Second, 365 * 24 * time.Hour,
+		math.MaxInt64, math.MinInt64, 1500 * time.Millisecond}
+	fuzzPrecisions = []time.Duration{0, time.Millisecond, time.Second, time.Minute}
+	fuzzNames      = []string{"", "a", "b"}
+	fuzzUnits      = []string{"", throttle.UnitRequests, "tokens"}
+)
+
+// count draws a count: from the table, or a small one from the byte.
+func (r *fuzzBytes) count() int {
+	c := r.byte()
+	if c < 128 {
+		return int(c) % 16
+	}
+	return fuzzCounts[int(c)%len(fuzzCounts)]
+}
+
+// delay draws a duration: from the table, or some milliseconds.
+func (r *fuzzBytes) delay() time.Duration {
+	c := r.byte()
+	if c < 128 {
+		return time.Duration(c) * 10 * time.Millisecond
+	}
+	return fuzzDelays[int(c)%len(fuzzDelays)]
+}
+
+// statement draws a Statement, every field of it, its ResetAt on now.
+func (r *fuzzBytes) statement(now time.Time) throttle.Statement {
+	s := throttle.Statement{
+		Name:      fuzzNames[r.pick(len(fuzzNames))],
+		Unit:      fuzzUnits[r.pick(len(fuzzUnits))],
+		Limit:     r.count(),
+		Remaining: r.count(),
+		Reset:     r.delay(),
+		Window:    r.delay(),
+	}
+	flags := r.byte()
+	s.Absolute, s.Refills = flags&1 != 0, flags&2 != 0
+	if flags&4 != 0 {
+		s.Precision = fuzzPrecisions[r.pick(len(fuzzPrecisions))]
+		s.ResetAt = now.Add(r.delay())
+		if flags&8 != 0 {
+			s.ResetAt = s.ResetAt.Truncate(time.Second).Add(time.Second) // an epoch second, rounded up
+		}
+	}
+	return s
+}
+
+// fuzzBooking is a reservation the run made and has not answered yet.
+type fuzzBooking struct {
+	key string
+	n   int
+	r   *throttle.Reservation
+}
+
+// fuzzSlack is how much later than the bound below a slot may lie: a
+// reset stated in whole seconds by a server that truncates them is
+// taken to end up to a second after what it says (upstream.go, record),
+// after it was cut to the max hold; and a few holds' milliseconds.
+const fuzzSlack = time.Second + 10*time.Millisecond
+
+func FuzzUpstream(f *testing.F) {
+	// Each seed: the options byte, then operations (see the switch).
+	f.Add([]byte{0})
+	// A quota at 0 for a year, then a booking alone and through All.
+	f.Add([]byte{0x10, 0, 0, 1, 1, 0, 0xff, 0x8c, 0, 0, 0, 1, 0, 1, 2, 1, 0xf0})
+	// A refilling quota (OpenAI's 6m0s) at 0 of 1000, booked queued.
+	f.Add([]byte{0x02, 0, 0, 1, 0x85, 0x8a, 0, 0x8a, 0, 2, 0, 1, 0x81, 1, 0, 1, 0x81, 1, 0, 1, 0x81, 9, 1})
+	// A huge latency on an answer, remaining -1e18, then a pause of years.
+	f.Add([]byte{0x01, 1, 0, 1, 1, 0, 1, 0x8d, 0x8a, 0x8c, 0, 0, 0, 0x93, 0x8e, 0, 6, 1, 0x8c, 1, 0, 1, 0})
+	// A phased window (epoch-second ResetAt), probed and cancelled.
+	f.Add([]byte{0x20, 0, 0, 1, 1, 1, 48, 0, 0x84, 0, 0x0d, 2, 0x84, 1, 0, 2, 1, 0x8f, 5, 0, 8, 50, 1, 0, 1, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := &fuzzBytes{b: data}
+		ctx := context.Background()
+		clk := newManualClock()
+		opts := []throttle.Option{throttle.WithClock(clk.Now)}
+		flags := in.byte()
+		maxHold := []time.Duration{time.Minute, time.Second, 10 * time.Second, 90 * time.Second}[flags&3]
+		opts = append(opts, throttle.WithMaxHold(maxHold))
+		if flags&4 != 0 {
+			opts = append(opts, throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
+		}
+		u, err := throttle.NewUpstream(opts...)
+		require.NoError(t, err)
+		// Beside the record, a bucket that never delays a run this short.
+		tb, err := throttle.NewTokenBucket(throttle.PerSecond(1000), 1000, throttle.WithClock(clk.Now))
+		require.NoError(t, err)
+		both := throttle.All(tb, u)
+		keys := []string{"k", "j"}
+
+		var open []fuzzBooking
+		unbooked := 0
+		var pausedUntil time.Time // the latest end of a pause asked, clamped
+		// bound returns the latest a reservation made now may be due,
+		// after after: the max hold from now, after any pause, and the
+		// slack above.
+		bound := func(after time.Duration) time.Duration {
+			return max(after, 0) + max(pausedUntil.Sub(clk.Now()), 0) + maxHold + fuzzSlack
+		}
+		check := func(op string, r *throttle.Reservation, after time.Duration) {
+			t.Helper()
+			require.NotNil(t, r, op)
+			require.GreaterOrEqual(t, r.Delay, time.Duration(0), op)
+			require.LessOrEqual(t, r.Delay, bound(after), "%s: OK %v, held %v, delay beyond the max hold %v", op, r.OK, r.Held(), maxHold)
+			require.GreaterOrEqual(t, r.Remaining, 0, op)
+		}
+
+		for step := 0; step < 64 && len(in.b) > 0; step++ {
+			key := keys[in.pick(len(keys))]
+			switch op := in.pick(12); op {
+			case 0, 1: // an answer to an open booking, or to none
+				o := throttle.Outcome{N: in.count()}
+				if op == 0 && len(open) > 0 {
+					i := in.pick(len(open))
+					key, o.N = open[i].key, open[i].n
+					open = append(open[:i], open[i+1:]...)
+				}
+				flags := in.byte()
+				o.Throttled, o.Failed = flags&1 != 0, flags&2 != 0
+				o.Latency = in.delay()
+				o.Unbooked = in.count()
+				if flags&4 != 0 && unbooked > 0 {
+					o.SentUnbooked = true
+					unbooked--
+				}
+				for range in.pick(3) {
+					o.Statements = append(o.Statements, in.statement(clk.Now()))
+				}
+				require.NoError(t, u.Learn(ctx, key, o))
+			case 2, 3: // a booking alone
+				n, wait := 1+in.pick(8), in.delay()
+				if in.bool() {
+					wait = -1
+				}
+				var after time.Duration
+				var r *throttle.Reservation
+				if op == 3 {
+					after = in.delay()
+					r, err = u.ReserveAfter(ctx, key, n, after, wait)
+				} else {
+					r, err = u.Reserve(ctx, key, n, wait)
+				}
+				require.NoError(t, err)
+				check("Reserve", r, after)
+				if r.OK {
+					require.False(t, wait >= 0 && r.Delay > wait, "booked past maxWait")
+					open = append(open, fuzzBooking{key, n, r})
+				}
+			case 4: // a booking of tokens at the configured limiter's slot
+				n, cost, after, wait := 1+in.pick(4), in.count(), in.delay(), in.delay()
+				r, err := u.ReserveUnits(ctx, key, n, map[string]int{"tokens": cost}, after, wait)
+				if cost < 0 {
+					require.Error(t, err, "a negative cost")
+					break
+				}
+				require.NoError(t, err)
+				check("ReserveUnits", r, after)
+				if r.OK {
+					open = append(open, fuzzBooking{key, n, r})
+				}
+			case 5: // a booking through All, paced by the bucket beside
+				n, wait := 1+in.pick(8), in.delay()
+				if in.bool() {
+					wait = -1
+				}
+				r, err := both.Reserve(ctx, key, n, wait)
+				require.NoError(t, err)
+				check("All", r, 0)
+				if r.OK {
+					open = append(open, fuzzBooking{key, n, r})
+				}
+			case 6: // a caller gives up
+				if len(open) > 0 {
+					i := in.pick(len(open))
+					require.NoError(t, open[i].r.Cancel(ctx))
+					open = append(open[:i], open[i+1:]...)
+				}
+			case 7: // a 429's Retry-After
+				d := in.delay()
+				require.NoError(t, u.Pause(ctx, key, d))
+				if end := clk.Now().Add(min(d, maxHold)); d > 0 && end.After(pausedUntil) {
+					pausedUntil = end
+				}
+			case 8: // what an Observer reads
+				s, err := u.Inspect(ctx, key)
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, s.Remaining, 0)
+				require.GreaterOrEqual(t, s.Next, time.Duration(0))
+				require.LessOrEqual(t, s.Next, bound(0), "Inspect.Next")
+				require.LessOrEqual(t, s.Paused, maxHold)
+				for _, st := range u.Stated(key) {
+					require.GreaterOrEqual(t, st.Remaining, -1, "Stated %+v", st)
+					require.GreaterOrEqual(t, st.Reset, time.Duration(0), "Stated %+v", st)
+				}
+			case 9: // the clock moves a little
+				clk.Advance(time.Duration(in.byte()) * time.Millisecond)
+			case 10: // the clock moves a lot
+				clk.Advance(max(in.delay()%(2*time.Hour), 0))
+			case 11: // a request sent before the record heard anything
+				if in.bool() || unbooked == 0 {
+					u.SendUnbooked()
+					unbooked++
+				} else {
+					u.AnsweredUnbooked()
+					unbooked--
+				}
+			}
+		}
+
+		// Liveness: with every booking answered or given up, and more
+		// than the max hold (and any pause) gone by, nothing holds a key.
+		for _, b := range open {
+			require.NoError(t, u.Learn(ctx, b.key, throttle.Outcome{N: b.n}))
+		}
+		for range unbooked {
+			u.AnsweredUnbooked()
+		}
+		clk.Set(maxTime(clk.Now(), pausedUntil).Add(maxHold + fuzzSlack))
+		for _, key := range keys {
+			r, err := u.Reserve(ctx, key, 1, 0)
+			require.NoError(t, err)
+			require.True(t, r.OK, "key %q still held after the max hold: held %v, delay %v", key, r.Held(), r.Delay)
+			require.Zero(t, r.Delay, "key %q", key)
+		}
+	})
+}
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
