@@ -140,7 +140,7 @@ func FuzzUpstream(f *testing.F) {
 		// after after: the max hold from now, after any pause, and the
 		// slack above.
 		bound := func(after time.Duration) time.Duration {
-			return max(after, 0) + max(pausedUntil.Sub(clk.Now()), 0) + maxHold + fuzzSlack
+			return satAdd(max(after, 0), max(pausedUntil.Sub(clk.Now()), 0)+maxHold+fuzzSlack)
 		}
 		check := func(op string, r *throttle.Reservation, after time.Duration) {
 			t.Helper()
@@ -276,4 +276,13 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// satAdd returns a+b for non-negative a and b, saturated at the largest
+// Duration.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
