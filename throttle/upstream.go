@@ -1041,7 +1041,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
 	f := statedFlight{n: n, units: units}
-	from := max(now+int64(max(after, 0)), k.paused)
+	from := max(now+min(int64(max(after, 0)), maxSpan), k.paused) // maxSpan: no overflow
 	if holds && maxWait != 0 && !paced && u.firstAnswer > 0 {
 		if h := k.firstAnswer(now, u.firstAnswer); h > 0 {
 			return Hold(h, k.left(now)), nil

@@ -1,0 +1,41 @@
+package throttle_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// TestUpstreamAfterHuge: a booking asked for after the largest Duration
+// is refused or booked far ahead, never at once with a negative Delay
+// (now+after overflowed, FuzzUpstream/dffc96165ff8c315).
+func TestUpstreamAfterHuge(t *testing.T) {
+	tests := []struct {
+		name    string
+		reserve func(u *throttle.Upstream) (*throttle.Reservation, error)
+	}{
+		{"ReserveAfter", func(u *throttle.Upstream) (*throttle.Reservation, error) {
+			return u.ReserveAfter(context.Background(), "k", 1, math.MaxInt64, -1)
+		}},
+		{"ReserveUnits", func(u *throttle.Upstream) (*throttle.Reservation, error) {
+			return u.ReserveUnits(context.Background(), "k", 1, nil, math.MaxInt64, -1)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+			require.NoError(t, err)
+			clk.Advance(time.Second)
+			r, err := tt.reserve(u)
+			require.NoError(t, err)
+			assert.Greater(t, r.Delay, 24*time.Hour)
+		})
+	}
+}
