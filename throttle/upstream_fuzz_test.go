@@ -132,22 +132,45 @@ func FuzzUpstream(f *testing.F) {
 		require.NoError(t, err)
 		both := throttle.All(tb, u)
 		keys := []string{"k", "j"}
+		logf := func(format string, args ...any) {
+			if testing.Verbose() { // rerun a crasher with -v to read its steps
+				t.Logf("%v: "+format, append([]any{clk.Since()}, args...)...)
+			}
+		}
 
 		var open []fuzzBooking
 		unbooked := 0
 		var pausedUntil time.Time // the latest end of a pause asked, clamped
-		// bound returns the latest a reservation made now may be due,
-		// after after: the max hold from now, after any pause, and the
-		// slack above.
-		bound := func(after time.Duration) time.Duration {
-			return satAdd(max(after, 0), max(pausedUntil.Sub(clk.Now()), 0)+maxHold+fuzzSlack)
+		// horizon is, per key, where the queue of bookings ends at the
+		// slowest pace the record may set, a max hold per unit: every
+		// unit booked counts, answered or not, since a refilling quota
+		// takes every unit booked since the upstream spoke off what it
+		// stated. Pauses since move it later.
+		horizon := map[string]time.Time{}
+		// bound returns the latest a booking of units units of key, made
+		// now, may be due, after after. A statement holds a key back for
+		// at most the max hold from its arrival (so from now), after any
+		// pause. By design, bookings also queue: units after a reset are
+		// paced at the limit per window, a refilling quota holds a
+		// booking for its own units' refill (Statement.Clamp), each unit
+		// at most a window (the max hold) apart; so a booking may also
+		// go a max hold per unit after the end of the queue.
+		bound := func(key string, after time.Duration, units int) time.Duration {
+			now := clk.Now()
+			paused := max(pausedUntil.Sub(now), 0)
+			held := satAdd(max(after, 0), paused+maxHold+fuzzSlack)
+			queued := satAdd(max(horizon[key].Sub(now), 0)+paused+fuzzSlack, satMul(maxHold+fuzzSlack, units))
+			return max(held, queued)
 		}
-		check := func(op string, r *throttle.Reservation, after time.Duration) {
+		check := func(op, key string, r *throttle.Reservation, after time.Duration, units int) {
 			t.Helper()
 			require.NotNil(t, r, op)
 			require.GreaterOrEqual(t, r.Delay, time.Duration(0), op)
-			require.LessOrEqual(t, r.Delay, bound(after), "%s: OK %v, held %v, delay beyond the max hold %v", op, r.OK, r.Held(), maxHold)
+			require.LessOrEqual(t, r.Delay, bound(key, after, units), "%s: OK %v, held %v, delay beyond the max hold %v", op, r.OK, r.Held(), maxHold)
 			require.GreaterOrEqual(t, r.Remaining, 0, op)
+			if r.OK { // its units take up to a max hold each, after the queue's
+				horizon[key] = maxTime(horizon[key], clk.Now().Add(r.Delay)).Add(satMul(maxHold+fuzzSlack, units))
+			}
 		}
 
 		for step := 0; step < 64 && len(in.b) > 0; step++ {
@@ -171,6 +194,7 @@ func FuzzUpstream(f *testing.F) {
 				for range in.pick(3) {
 					o.Statements = append(o.Statements, in.statement(clk.Now()))
 				}
+				logf("Learn %s %+v", key, o)
 				require.NoError(t, u.Learn(ctx, key, o))
 			case 2, 3: // a booking alone
 				n, wait := 1+in.pick(8), in.delay()
@@ -186,7 +210,8 @@ func FuzzUpstream(f *testing.F) {
 					r, err = u.Reserve(ctx, key, n, wait)
 				}
 				require.NoError(t, err)
-				check("Reserve", r, after)
+				logf("Reserve %s n=%d after=%v maxWait=%v: OK %v held %v delay %v remaining %d", key, n, after, wait, r.OK, r.Held(), r.Delay, r.Remaining)
+				check("Reserve", key, r, after, n)
 				if r.OK {
 					require.False(t, wait >= 0 && r.Delay > wait, "booked past maxWait")
 					open = append(open, fuzzBooking{key, n, r})
@@ -199,7 +224,8 @@ func FuzzUpstream(f *testing.F) {
 					break
 				}
 				require.NoError(t, err)
-				check("ReserveUnits", r, after)
+				logf("ReserveUnits %s n=%d tokens=%d after=%v maxWait=%v: OK %v held %v delay %v", key, n, cost, after, wait, r.OK, r.Held(), r.Delay)
+				check("ReserveUnits", key, r, after, n+min(cost, math.MaxInt-n))
 				if r.OK {
 					open = append(open, fuzzBooking{key, n, r})
 				}
@@ -210,28 +236,35 @@ func FuzzUpstream(f *testing.F) {
 				}
 				r, err := both.Reserve(ctx, key, n, wait)
 				require.NoError(t, err)
-				check("All", r, 0)
+				logf("All %s n=%d maxWait=%v: OK %v held %v delay %v", key, n, wait, r.OK, r.Held(), r.Delay)
+				check("All", key, r, 0, n)
 				if r.OK {
 					open = append(open, fuzzBooking{key, n, r})
 				}
 			case 6: // a caller gives up
 				if len(open) > 0 {
 					i := in.pick(len(open))
+					logf("Cancel %s n=%d", open[i].key, open[i].n)
 					require.NoError(t, open[i].r.Cancel(ctx))
 					open = append(open[:i], open[i+1:]...)
 				}
 			case 7: // a 429's Retry-After
 				d := in.delay()
+				logf("Pause %s %v", key, d)
 				require.NoError(t, u.Pause(ctx, key, d))
 				if end := clk.Now().Add(min(d, maxHold)); d > 0 && end.After(pausedUntil) {
 					pausedUntil = end
 				}
+				if h := horizon[key]; d > 0 && h.After(clk.Now()) {
+					horizon[key] = h.Add(min(d, maxHold)) // a pause shifts the queue
+				}
 			case 8: // what an Observer reads
 				s, err := u.Inspect(ctx, key)
 				require.NoError(t, err)
+				logf("Inspect %+v, Stated %+v", s, u.Stated(key))
 				require.GreaterOrEqual(t, s.Remaining, 0)
 				require.GreaterOrEqual(t, s.Next, time.Duration(0))
-				require.LessOrEqual(t, s.Next, bound(0), "Inspect.Next")
+				require.LessOrEqual(t, s.Next, bound(key, 0, 1), "Inspect.Next")
 				require.LessOrEqual(t, s.Paused, maxHold)
 				for _, st := range u.Stated(key) {
 					require.GreaterOrEqual(t, st.Remaining, -1, "Stated %+v", st)
@@ -285,4 +318,13 @@ func satAdd(a, b time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// satMul returns d×n for non-negative d and n, saturated at the largest
+// Duration.
+func satMul(d time.Duration, n int) time.Duration {
+	if n > 0 && d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
 }
