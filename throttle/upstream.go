@@ -66,8 +66,9 @@ const (
 // MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
 // cut to maxHold, and negative values become unknown or 0. The Transport
 // reports the changes to its Observer. A refilling quota's Reset is kept
-// when a unit refills within maxHold (OpenAI's "6m0s"): the record holds
-// a booking only for its own units' refill. Its Remaining is never
+// when a unit refills within maxHold (OpenAI's "6m0s") and the reset is
+// no more than a day (or maxHold) ahead: the record holds a booking only
+// for its own units' refill. Its Remaining is never
 // raised: raising it to keep the pace of a Reset cut to maxHold let a
 // quota at 0 for 6m0s admit 5/6 of its limit at once.
 func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
@@ -89,7 +90,10 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 		changed = append(changed, "Remaining")
 	}
 	refill := s.Refills && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit
-	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold // not absurd
+	// Not absurd: a unit refills within maxHold, and the whole reset fits
+	// the longest period the record estimates (maxPeriod); a longer one
+	// left the bucket full only at the reset, a year ahead.
+	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold && s.Reset <= max(maxHold, time.Duration(maxPeriod))
 	if s.Reset < 0 || (s.Reset > maxHold && !kept) {
 		s.Reset = min(max(s.Reset, 0), maxHold)
 		changed = append(changed, "Reset")

@@ -39,3 +39,33 @@ func TestUpstreamAfterHuge(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamHoldsAtMostMaxHold: what a hostile upstream states holds a
+// booking back for at most the max hold (issue 13). Each row was found by
+// FuzzUpstream (testdata/fuzz/FuzzUpstream).
+func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
+	tests := []struct {
+		name string
+		give []throttle.Statement
+	}{
+		{
+			// A unit refills every 29 ms, so Clamp kept the reset; the
+			// record's period stops at a day, and the bucket was full
+			// only at the reset: the booking went 364 days ahead.
+			name: "refilling, full in a year",
+			give: []throttle.Statement{{Limit: throttle.MaxStatedCount, Remaining: 0, Reset: 365 * 24 * time.Hour, Refills: true}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+			require.NoError(t, err)
+			require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{Statements: tt.give}))
+			r, err := u.Reserve(context.Background(), "k", 1, -1)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			assert.LessOrEqual(t, r.Delay, throttle.DefaultMaxHold)
+		})
+	}
+}
