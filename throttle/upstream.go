@@ -587,7 +587,12 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		k.refill(q, s, now, sent, maxHold)
 		return true
 	}
-	q.refills = false
+	if q.refills {
+		// A bucket's reset (when it is full) and pace say nothing of a
+		// window: start afresh, as refill does the other way. Kept, a
+		// bucket full in a day became a window at 0 until then.
+		q.refills, q.reset, q.tat, q.sent = false, math.MinInt64, 0, math.MinInt64
+	}
 	reset := now + int64(s.Reset)
 	precision := int64(time.Millisecond)
 	if s.Reset%time.Second == 0 {
