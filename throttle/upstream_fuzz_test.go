@@ -146,7 +146,7 @@ func FuzzUpstream(f *testing.F) {
 		// unit booked counts, answered or not, since a refilling quota
 		// takes every unit booked since the upstream spoke off what it
 		// stated. Pauses since move it later.
-		horizon := map[string]time.Time{}
+		horizon := map[string]time.Duration{} // since epoch, saturated
 		// bound returns the latest a booking of units units of key, made
 		// now, may be due, after after. A statement holds a key back for
 		// at most the max hold from its arrival (so from now), after any
@@ -159,7 +159,7 @@ func FuzzUpstream(f *testing.F) {
 			now := clk.Now()
 			paused := max(pausedUntil.Sub(now), 0)
 			held := satAdd(max(after, 0), paused+maxHold+fuzzSlack)
-			queued := satAdd(max(horizon[key].Sub(now), 0)+paused+fuzzSlack, satMul(maxHold+fuzzSlack, units))
+			queued := satAdd(max(horizon[key]-clk.Since(), 0), satAdd(paused+fuzzSlack, satMul(maxHold+fuzzSlack, units)))
 			return max(held, queued)
 		}
 		check := func(op, key string, r *throttle.Reservation, after time.Duration, units int) {
@@ -169,7 +169,7 @@ func FuzzUpstream(f *testing.F) {
 			require.LessOrEqual(t, r.Delay, bound(key, after, units), "%s: OK %v, held %v, delay beyond the max hold %v", op, r.OK, r.Held(), maxHold)
 			require.GreaterOrEqual(t, r.Remaining, 0, op)
 			if r.OK { // its units take up to a max hold each, after the queue's
-				horizon[key] = maxTime(horizon[key], clk.Now().Add(r.Delay)).Add(satMul(maxHold+fuzzSlack, units))
+				horizon[key] = satAdd(max(horizon[key], satAdd(clk.Since(), r.Delay)), satMul(maxHold+fuzzSlack, units))
 			}
 		}
 
@@ -255,8 +255,8 @@ func FuzzUpstream(f *testing.F) {
 				if end := clk.Now().Add(min(d, maxHold)); d > 0 && end.After(pausedUntil) {
 					pausedUntil = end
 				}
-				if h := horizon[key]; d > 0 && h.After(clk.Now()) {
-					horizon[key] = h.Add(min(d, maxHold)) // a pause shifts the queue
+				if h := horizon[key]; d > 0 && h > clk.Since() {
+					horizon[key] = satAdd(h, min(d, maxHold)) // a pause shifts the queue
 				}
 			case 8: // what an Observer reads
 				s, err := u.Inspect(ctx, key)
