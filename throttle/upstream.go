@@ -800,7 +800,10 @@ func (q *statedQuota) spacing() int64 {
 	default:
 		w = q.guessWindow() // a window is no shorter than its precision
 	}
-	l := float64(q.limit) - q.others.share(w, q.limit) // what other clients leave
+	// What other clients leave, and at least a unit a window: a tenth of
+	// a limit of 1 paced each unit ten windows apart, a statement holding
+	// a key ten times its max hold.
+	l := max(float64(q.limit)-q.others.share(w, q.limit), 1)
 	if (q.sliding || q.untold()) && l >= 2 {
 		// A sliding counter paced at its limit counts the limit at
 		// every instant: any send the clock's jitter puts ahead of the
