@@ -623,7 +623,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.longest = max(q.longest, reset-now)
 	if sent != math.MinInt64 {
-		q.latency = now - sent
+		// Holds last a fraction of it (hold.go): an answer a year late
+		// (or a hung upstream's) must not hold the key past the max hold.
+		q.latency = min(now-sent, maxHold)
 	}
 	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
 		if r := q.bucketRate(); r > 0 {

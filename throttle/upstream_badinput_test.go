@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"testing"
@@ -49,6 +50,8 @@ func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
 		give []throttle.Statement
 		// giveThrottled says the answer was a refusal (a 429).
 		giveThrottled bool
+		// giveLatency is the answer's latency; 480 ms when 0.
+		giveLatency time.Duration
 	}{
 		{
 			// A unit refills every 29 ms, so Clamp kept the reset; the
@@ -79,13 +82,22 @@ func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
 			}},
 			giveThrottled: true,
 		},
+		{
+			// An answer a year in coming, to a bucket that states no
+			// rate, none left: the record booked alone holds a booking
+			// a quarter of the latest latency, 2190 hours
+			// (FuzzUpstream/962c32b76604205c).
+			name:        "an answer a year late",
+			give:        []throttle.Statement{{Limit: 2, Remaining: 0, Reset: -time.Second, Window: -time.Second}},
+			giveLatency: 365 * 24 * time.Hour,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := newManualClock()
 			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
 			require.NoError(t, err)
-			o := throttle.Outcome{Throttled: tt.giveThrottled, Latency: 480 * time.Millisecond, Statements: tt.give}
+			o := throttle.Outcome{Throttled: tt.giveThrottled, Latency: cmp.Or(tt.giveLatency, 480*time.Millisecond), Statements: tt.give}
 			require.NoError(t, u.Learn(context.Background(), "k", o))
 			r, err := u.Reserve(context.Background(), "k", 1, -1)
 			require.NoError(t, err)
