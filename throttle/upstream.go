@@ -744,7 +744,7 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 		if seen := tat - max(q.tat, now); seen > gap {
 			gap, q.gapAt = seen, now
 		}
-		q.gap = min(gap, q.period/2)
+		q.gap = min(gap, q.period/2, maxHold) // a bucket of 6m0s drained by others held a booking 3m
 	}
 	q.tat = tat
 	q.reset, q.raw, q.sent = now+d, s.Remaining, max(sent, q.sent)

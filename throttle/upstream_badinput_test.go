@@ -91,6 +91,17 @@ func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
 			give:        []throttle.Statement{{Limit: 2, Remaining: 0, Reset: -time.Second, Window: -time.Second}},
 			giveLatency: 365 * 24 * time.Hour,
 		},
+		{
+			// A bucket's two statements, full in 480 ms and then, as
+			// others drained it, in 6m0s: the reserve kept for others,
+			// half a period, held a booking 3 minutes
+			// (FuzzUpstream/fb5b63e53577700f).
+			name: "a bucket drained by others",
+			give: []throttle.Statement{
+				{Limit: throttle.MaxStatedCount, Remaining: throttle.MaxStatedCount - 1, Reset: 480 * time.Millisecond, Refills: true},
+				{Limit: throttle.MaxStatedCount, Remaining: 0, Reset: 6 * time.Minute, Refills: true},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
