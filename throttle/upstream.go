@@ -63,8 +63,8 @@ const (
 // Clamp returns s with its absurd values made safe, and the names of the
 // fields it changed (nil when none): a Limit of 0 or one above
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
-// MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
-// cut to maxHold, and negative values become unknown or 0. The Transport
+// MaxStatedCount) is capped at it, a Reset, Window or Precision beyond
+// maxHold is cut to maxHold, and negative values become unknown or 0. The Transport
 // reports the changes to its Observer. A refilling quota's Reset is kept
 // when a unit refills within maxHold (OpenAI's "6m0s") and the reset is
 // no more than a day (or maxHold) ahead: the record holds a booking only
@@ -101,6 +101,12 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	if s.Window < 0 || s.Window > maxHold {
 		s.Window = min(max(s.Window, 0), maxHold)
 		changed = append(changed, "Window")
+	}
+	if s.Precision < 0 || s.Precision > maxHold {
+		// A window learned from resets stated to a minute is paced at
+		// least a minute a unit (guessWindow): a max hold of 10 s held 1m.
+		s.Precision = min(max(s.Precision, 0), maxHold)
+		changed = append(changed, "Precision")
 	}
 	return s, changed
 }
