@@ -675,7 +675,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	case reset > q.reset:
 		// A new window replaces the old.
 		if !q.stated && q.reset > math.MinInt64 && reset-q.reset >= p {
-			w := reset - q.reset
+			w := min(reset-q.reset, maxHold) // over a silence, many windows: no more than a stated one
 			if q.window == 0 || w < q.window {
 				q.window = w
 			}

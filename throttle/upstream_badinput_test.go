@@ -133,3 +133,27 @@ func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamLearnedWindowAtMostMaxHold: a window learned from two
+// resets stated as instants across a silence spans every window between
+// them; it paces no slower than a window stated as long would, cut to
+// the max hold. Learned as 6 minutes, it held a booking that long under a
+// max hold of a second (FuzzUpstream/9d5e0605159c5d36).
+func TestUpstreamLearnedWindowAtMostMaxHold(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now), throttle.WithMaxHold(time.Second))
+	require.NoError(t, err)
+	learn := func(s throttle.Statement) {
+		o := throttle.Outcome{Latency: 480 * time.Millisecond, Statements: []throttle.Statement{s}}
+		require.NoError(t, u.Learn(context.Background(), "k", o))
+	}
+	learn(throttle.Statement{Limit: -1, Remaining: 0, Reset: 480 * time.Millisecond})
+	clk.Advance(6 * time.Minute)
+	learn(throttle.Statement{Limit: 1, Remaining: 0, Reset: 480 * time.Millisecond, Absolute: true})
+	r, err := u.Reserve(context.Background(), "k", 1, -1) // at the reset
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	r, err = u.Reserve(context.Background(), "k", 1, -1) // a window after it
+	require.NoError(t, err)
+	assert.LessOrEqual(t, r.Delay, 2*time.Second, "booked %v, held %v", r.OK, r.Held())
+}
