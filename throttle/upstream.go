@@ -718,7 +718,9 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 		q.refills, q.period, q.longestR, q.tat, q.sent = true, 0, 0, math.MinInt64, math.MinInt64
 	}
 	if s.Limit > 0 && s.Limit != q.limit {
-		q.limit, q.period, q.longestR = s.Limit, 0, 0
+		// A new limit, a new bucket: the old one's pace says nothing of it
+		// (full in 30 s at 48, it held a bucket of 2 refilling in 480 ms).
+		q.limit, q.period, q.longestR, q.tat = s.Limit, 0, 0, math.MinInt64
 	}
 	if sent != math.MinInt64 && sent < q.sent {
 		return // an older view of the bucket, arrived late

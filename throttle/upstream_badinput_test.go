@@ -105,6 +105,19 @@ func TestUpstreamHoldsAtMostMaxHold(t *testing.T) {
 			},
 		},
 		{
+			// One answer stating a bucket of 48 full in 30 s (a unit
+			// within the hold of a second: kept), then of 2 full in
+			// 480 ms: the second, from the same instant, took the
+			// emptier view, the first bucket's, and held a booking 29.76 s
+			// (FuzzUpstream/04d85c9187509115).
+			name: "a bucket's limit changes",
+			give: []throttle.Statement{
+				{Name: "b", Limit: 48, Remaining: 0, Reset: 30 * time.Second, Refills: true},
+				{Name: "b", Limit: 2, Remaining: 0, Reset: 480 * time.Millisecond, Refills: true},
+			},
+			giveHold: time.Second,
+		},
+		{
 			// One left of 1, its reset an instant stated to the minute,
 			// under a max hold of 10 s: the window, guessed from the
 			// precision, paced the next unit a minute after the reset
