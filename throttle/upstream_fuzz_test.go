@@ -45,7 +45,7 @@ var (
 	fuzzDelays = []time.Duration{0, time.Millisecond, 20 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second,
 		30 * time.Second, time.Minute, 61 * time.Second, time.Hour, 6 * time.Minute, -time.Second, 365 * 24 * time.Hour,
 		math.MaxInt64, math.MinInt64, 1500 * time.Millisecond}
-	fuzzPrecisions = []time.Duration{0, time.Millisecond, time.Second, time.Minute}
+	fuzzPrecisions = []time.Duration{0, time.Millisecond, time.Second, time.Minute, time.Hour, -time.Second, math.MaxInt64, 10 * time.Millisecond}
 	fuzzNames      = []string{"", "a", "b"}
 	fuzzUnits      = []string{"", throttle.UnitRequests, "tokens"}
 )
