@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,16 +105,50 @@ type fuzzBooking struct {
 const fuzzSlack = time.Second + 10*time.Millisecond
 
 func FuzzUpstream(f *testing.F) {
-	// Each seed: the options byte, then operations (see the switch).
-	f.Add([]byte{0})
-	// A quota at 0 for a year, then a booking alone and through All.
-	f.Add([]byte{0x10, 0, 0, 1, 1, 0, 0xff, 0x8c, 0, 0, 0, 1, 0, 1, 2, 1, 0xf0})
-	// A refilling quota (OpenAI's 6m0s) at 0 of 1000, booked queued.
-	f.Add([]byte{0x02, 0, 0, 1, 0x85, 0x8a, 0, 0x8a, 0, 2, 0, 1, 0x81, 1, 0, 1, 0x81, 1, 0, 1, 0x81, 9, 1})
-	// A huge latency on an answer, remaining -1e18, then a pause of years.
-	f.Add([]byte{0x01, 1, 0, 1, 1, 0, 1, 0x8d, 0x8a, 0x8c, 0, 0, 0, 0x93, 0x8e, 0, 6, 1, 0x8c, 1, 0, 1, 0})
-	// A phased window (epoch-second ResetAt), probed and cancelled.
-	f.Add([]byte{0x20, 0, 0, 1, 1, 1, 48, 0, 0x84, 0, 0x0d, 2, 0x84, 1, 0, 2, 1, 0x8f, 5, 0, 8, 50, 1, 0, 1, 0})
+	// Each seed: the options byte, then steps, each a key, an operation
+	// (see the switch) and its choices; fuzzDelays[i] and fuzzCounts[i]
+	// are drawn by the byte 128+i, a count below 16 and a delay of c×10
+	// ms by the byte c.
+	const (
+		k, answer, free, reserve, reserveAfter, units, all, cancel, pause, inspect, tick, jump, unbookedOp = 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+		year, sixMin, minute, huge                                                                         = 128 + 12, 128 + 10, 128 + 7, 128 + 13
+		c48, c1000, c1e18                                                                                  = 128 + 7, 128 + 9, 128 + 13
+	)
+	step := func(op byte, args ...byte) []byte { return append([]byte{k, op}, args...) }
+	// learn is a free answer (N 1, 480 ms latency) stating stmts; each
+	// statement is name, unit, limit, remaining, reset, window, flags
+	// (1 Absolute, 2 Refills, 4 ResetAt and Precision follow).
+	learn := func(stmts ...[]byte) []byte {
+		b := step(free, 1, 0, 48, 0, byte(len(stmts)))
+		for _, st := range stmts {
+			b = append(b, st...)
+		}
+		return b
+	}
+	seed := func(opts byte, steps ...[]byte) {
+		f.Add(append([]byte{opts}, slices.Concat(steps...)...))
+	}
+	waitForever := []byte{0, 0, 1} // n 1, maxWait -1
+	seed(0)
+	// A quota of 10 at 0 for a year: booked alone, through All, then a
+	// minute on (the max hold).
+	seed(0, learn([]byte{0, 0, 10, 0, year, 0, 0}), step(reserve, waitForever...), step(all, waitForever...), step(jump, minute), step(reserve, 0, 0, 0))
+	// OpenAI's tokens: a refilling quota at 0 of 1000 for 6m0s, booked
+	// by ReserveUnits, beside requests booked queued, one cancelled.
+	seed(0, learn([]byte{1, 2, c1000, 0, sixMin, 0, 2}), step(units, 0, 5, 0, minute), step(reserve, waitForever...),
+		step(reserve, waitForever...), step(cancel, 0), step(inspect))
+	// An answer a year late stating 1e18 left of 48, a pause of a year,
+	// and a booking through it.
+	seed(0, step(free, 1, 0, year, huge, 1, 0, 0, c48, c1e18, 100, minute, 0), step(pause, year), step(reserve, waitForever...), step(inspect))
+	// A window stated as an epoch second (httprate): spent, booked
+	// past its reset, answered in the next window with its limit back.
+	spent := []byte{0, 0, c48, 0, 48, 0, 1 | 4 | 8, 2, 48}
+	seed(1, learn(spent), step(reserve, waitForever...), step(reserve, waitForever...), step(answer, 1, 0, 0, 10, 0, 0),
+		step(tick, 200), learn([]byte{0, 0, c48, c48, 48, 0, 1 | 4 | 8, 2, 148}), step(reserve, 0, 0, 0))
+	// WithFirstAnswer: requests sent unbooked, the first booking's
+	// answer awaited, then answered with SentUnbooked.
+	seed(4, step(unbookedOp, 1), step(reserve, 0, 48, 0), step(reserve, 0, 48, 0), step(tick, 60),
+		step(answer, 1, 0, 4, 2, 0, 1, 0, 0, 3, 1, 30, 0, 0), step(reserve, waitForever...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzBytes{b: data}
 		ctx := context.Background()
