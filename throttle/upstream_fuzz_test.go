@@ -188,13 +188,15 @@ func FuzzUpstream(f *testing.F) {
 		// pause. By design, bookings also queue: units after a reset are
 		// paced at the limit per window, a refilling quota holds a
 		// booking for its own units' refill (Statement.Clamp), each unit
-		// at most a window (the max hold) apart; so a booking may also
-		// go a max hold per unit after the end of the queue.
+		// at most a window (the max hold) apart, and keeps in reserve
+		// what others drained between two statements, at most a max hold
+		// (refill's gap); so a booking may also go a max hold per unit,
+		// and one more, after the end of the queue.
 		bound := func(key string, after time.Duration, units int) time.Duration {
 			now := clk.Now()
 			paused := max(pausedUntil.Sub(now), 0)
 			held := satAdd(max(after, 0), paused+maxHold+fuzzSlack)
-			queued := satAdd(max(horizon[key]-clk.Since(), 0), satAdd(paused+fuzzSlack, satMul(maxHold+fuzzSlack, units)))
+			queued := satAdd(max(horizon[key]-clk.Since(), 0), satAdd(paused+maxHold+fuzzSlack, satMul(maxHold+fuzzSlack, units)))
 			return max(held, queued)
 		}
 		check := func(op, key string, r *throttle.Reservation, after time.Duration, units int) {
