@@ -771,7 +771,9 @@ func (q *statedQuota) cost(n int) int64 {
 	if q.period <= 0 || q.limit <= 0 || n <= 0 {
 		return 0
 	}
-	return int64(math.Ceil(float64(n) * float64(q.period) / float64(q.limit)))
+	// Saturated: a cost of 10^18 tokens overflowed to MinInt64, and its
+	// booking went at once and left the bucket full.
+	return int64(min(math.Ceil(float64(n)*float64(q.period)/float64(q.limit)), float64(maxSpan)))
 }
 
 // level returns how many units a refilling quota holds at now, net of

@@ -170,3 +170,21 @@ func TestUpstreamLearnedWindowAtMostMaxHold(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, r.Delay, 2*time.Second, "booked %v, held %v", r.OK, r.Held())
 }
+
+// TestUpstreamHugeCostNotFree: a booking of 10^18 tokens on a bucket
+// stated empty for 6m0s neither goes at once nor leaves the bucket full
+// for the next one: its refill time overflowed to a large negative one.
+func TestUpstreamHugeCostNotFree(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	empty := throttle.Statement{Unit: "tokens", Limit: 1000, Remaining: 0, Reset: 6 * time.Minute, Refills: true}
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{empty}}))
+	r, err := u.ReserveUnits(ctx, "k", 1, map[string]int{"tokens": 1e18}, 0, -1)
+	require.NoError(t, err)
+	assert.Positive(t, r.Delay, "booked %v", r.OK)
+	r, err = u.ReserveUnits(ctx, "k", 1, map[string]int{"tokens": 1000}, 0, 0)
+	require.NoError(t, err)
+	assert.False(t, r.OK, "a bucket stated empty admitted a full bucket at once")
+}
