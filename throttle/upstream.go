@@ -585,6 +585,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q := &k.quotas[i]
 	q.unit = unit
+	if s.Limit < 0 && q.limit > 0 && s.Remaining > q.limit {
+		// No limit stated with it: the one stated before bounds what is
+		// left (Clamp capped it only at MaxStatedCount), the stricter.
+		s.Remaining = q.limit
+	}
 	q.answerProbe(a)
 	if a.ok && (sent == math.MinInt64 || sent > q.sent) {
 		q.spent += a.n // sent after the request heardAt's statement answered; unless this statement is the next one

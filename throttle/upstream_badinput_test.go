@@ -188,3 +188,22 @@ func TestUpstreamHugeCostNotFree(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, r.OK, "a bucket stated empty admitted a full bucket at once")
 }
+
+// TestUpstreamRemainingAtMostLimit: a statement with no limit says more
+// is left than the limit its quota stated before (a bucket of 1, then a
+// window): the record keeps to the limit, and says so
+// (found by FuzzUpstream: Stated 2 left of 1).
+func TestUpstreamRemainingAtMostLimit(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{
+		{Limit: 1, Remaining: 0, Reset: 480 * time.Millisecond, Refills: true},
+		{Limit: -1, Remaining: 2, Reset: 480 * time.Millisecond},
+	}}))
+	stated := u.Stated("k")
+	require.Len(t, stated, 1)
+	assert.Equal(t, 1, stated[0].Limit)
+	assert.LessOrEqual(t, stated[0].Remaining, 1)
+}

@@ -305,6 +305,7 @@ func FuzzUpstream(f *testing.F) {
 				require.LessOrEqual(t, s.Paused, maxHold)
 				for _, st := range u.Stated(key) {
 					require.GreaterOrEqual(t, st.Remaining, -1, "Stated %+v", st)
+					require.False(t, st.Limit > 0 && st.Remaining > st.Limit, "Stated more left than its limit: %+v", st)
 					require.GreaterOrEqual(t, st.Reset, time.Duration(0), "Stated %+v", st)
 				}
 			case 9: // the clock moves a little
