@@ -614,6 +614,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	if s.Limit > 0 {
 		q.limit = s.Limit
+		q.left = min(q.left, s.Limit) // what was left, stated with no limit: the stricter
 	}
 	q.absolute = s.Absolute
 	if !s.Absolute && !s.Refills && precision == int64(time.Second) {

@@ -206,4 +206,15 @@ func TestUpstreamRemainingAtMostLimit(t *testing.T) {
 	require.Len(t, stated, 1)
 	assert.Equal(t, 1, stated[0].Limit)
 	assert.LessOrEqual(t, stated[0].Remaining, 1)
+
+	// The other order: 7 left with no limit, then a limit of 1 in a
+	// statement of a window already gone.
+	require.NoError(t, u.Learn(ctx, "j", throttle.Outcome{Statements: []throttle.Statement{
+		{Limit: -1, Remaining: 7, Reset: 1200 * time.Millisecond},
+		{Limit: 1, Remaining: 0, Reset: 480 * time.Millisecond},
+	}}))
+	stated = u.Stated("j")
+	require.Len(t, stated, 1)
+	assert.Equal(t, 1, stated[0].Limit)
+	assert.LessOrEqual(t, stated[0].Remaining, 1)
 }
