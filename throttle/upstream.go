@@ -1288,7 +1288,7 @@ func (u *Upstream) Stated(key string) []Statement {
 			s.Remaining = q.level(now)
 			s.Reset = time.Duration(max(q.tat-now, 0))
 			s.Window = time.Duration(q.period)
-		case q.left == math.MaxInt:
+		case q.left > MaxStatedCount: // unknown, less what was booked since
 			s.Remaining = -1
 		case q.window > 0:
 			s.Window = time.Duration(q.window)

@@ -218,3 +218,20 @@ func TestUpstreamRemainingAtMostLimit(t *testing.T) {
 	assert.Equal(t, 1, stated[0].Limit)
 	assert.LessOrEqual(t, stated[0].Remaining, 1)
 }
+
+// TestUpstreamStatedUnknownRemaining: a quota stated with a limit and no
+// remaining stays "not stated" (-1) in Stated once units are booked on
+// it; it said MaxInt−1 left of 1 (FuzzUpstream/eea503ea9f0802b6).
+func TestUpstreamStatedUnknownRemaining(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{{Limit: 1, Remaining: -1, Reset: 480 * time.Millisecond}}}))
+	r, err := u.Reserve(ctx, "k", 1, 0)
+	require.NoError(t, err)
+	require.True(t, r.OK)
+	stated := u.Stated("k")
+	require.Len(t, stated, 1)
+	assert.Equal(t, -1, stated[0].Remaining)
+}
