@@ -726,7 +726,9 @@ func (k *statedKey) refill(q *statedQuota, s Statement, now, sent, maxHold int64
 	if s.Limit > 0 && s.Limit != q.limit {
 		// A new limit, a new bucket: the old one's pace says nothing of it
 		// (full in 30 s at 48, it held a bucket of 2 refilling in 480 ms).
-		q.limit, q.period, q.longestR, q.tat = s.Limit, 0, 0, math.MinInt64
+		// What was left is no more than the new limit (an older view,
+		// returned just below, kept 7 left of 1).
+		q.limit, q.period, q.longestR, q.tat, q.left = s.Limit, 0, 0, math.MinInt64, min(q.left, s.Limit)
 	}
 	if sent != math.MinInt64 && sent < q.sent {
 		return // an older view of the bucket, arrived late

@@ -217,6 +217,19 @@ func TestUpstreamRemainingAtMostLimit(t *testing.T) {
 	require.Len(t, stated, 1)
 	assert.Equal(t, 1, stated[0].Limit)
 	assert.LessOrEqual(t, stated[0].Remaining, 1)
+
+	// A bucket: 7 left with no limit, then a limit of 1 in an older view
+	// of it, arrived late (FuzzUpstream/f4917c6586ae272a).
+	for _, o := range []throttle.Outcome{
+		{Latency: 480 * time.Millisecond, Statements: []throttle.Statement{{Limit: -1, Remaining: 7, Reset: 480 * time.Millisecond, Refills: true}}},
+		{Latency: 490 * time.Millisecond, Statements: []throttle.Statement{{Limit: 1, Remaining: 0, Reset: 480 * time.Millisecond, Refills: true}}},
+	} {
+		require.NoError(t, u.Learn(ctx, "i", o))
+	}
+	stated = u.Stated("i")
+	require.Len(t, stated, 1)
+	assert.Equal(t, 1, stated[0].Limit)
+	assert.LessOrEqual(t, stated[0].Remaining, 1)
 }
 
 // TestUpstreamStatedUnknownRemaining: a quota stated with a limit and no
