@@ -63,11 +63,12 @@ const (
 // Clamp returns s with its absurd values made safe, and the names of the
 // fields it changed (nil when none): a Limit of 0 or one above
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
-// MaxStatedCount) is capped at it, a Reset or Window beyond maxHold is
-// cut to maxHold, and negative values become unknown or 0. The Transport
+// MaxStatedCount) is capped at it, a Reset, Window or Precision beyond
+// maxHold is cut to maxHold, and negative values become unknown or 0. The Transport
 // reports the changes to its Observer. A refilling quota's Reset is kept
-// when a unit refills within maxHold (OpenAI's "6m0s"): the record holds
-// a booking only for its own units' refill. Its Remaining is never
+// when a unit refills within maxHold (OpenAI's "6m0s") and the reset is
+// no more than a day (or maxHold) ahead: the record holds a booking only
+// for its own units' refill. Its Remaining is never
 // raised: raising it to keep the pace of a Reset cut to maxHold let a
 // quota at 0 for 6m0s admit 5/6 of its limit at once.
 func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
@@ -89,7 +90,10 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 		changed = append(changed, "Remaining")
 	}
 	refill := s.Refills && s.Limit > 0 && s.Remaining >= 0 && s.Remaining < s.Limit
-	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold // not absurd
+	// Not absurd: a unit refills within maxHold, and the whole reset fits
+	// the longest period the record estimates (maxPeriod); a longer one
+	// left the bucket full only at the reset, a year ahead.
+	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold && s.Reset <= max(maxHold, time.Duration(maxPeriod))
 	if s.Reset < 0 || (s.Reset > maxHold && !kept) {
 		s.Reset = min(max(s.Reset, 0), maxHold)
 		changed = append(changed, "Reset")
@@ -97,6 +101,12 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	if s.Window < 0 || s.Window > maxHold {
 		s.Window = min(max(s.Window, 0), maxHold)
 		changed = append(changed, "Window")
+	}
+	if s.Precision < 0 || s.Precision > maxHold {
+		// A window learned from resets stated to a minute is paced at
+		// least a minute a unit (guessWindow): a max hold of 10 s held 1m.
+		s.Precision = min(max(s.Precision, 0), maxHold)
+		changed = append(changed, "Precision")
 	}
 	return s, changed
 }
@@ -609,6 +619,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q := &k.quotas[i]
 	q.unit = unit
+	if s.Limit < 0 && q.limit > 0 && s.Remaining > q.limit {
+		// No limit stated with it: the one stated before bounds what is
+		// left (Clamp capped it only at MaxStatedCount), the stricter.
+		s.Remaining = q.limit
+	}
 	q.answerProbe(a)
 	if a.ok && (sent == math.MinInt64 || sent > q.sent) {
 		q.spent += a.n // sent after the request heardAt's statement answered; unless this statement is the next one
@@ -617,7 +632,12 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		k.refill(q, s, a, maxHold)
 		return true
 	}
-	q.refills = false
+	if q.refills {
+		// A bucket's reset (when it is full) and pace say nothing of a
+		// window: start afresh, as refill does the other way. Kept, a
+		// bucket full in a day became a window at 0 until then.
+		q.refills, q.reset, q.tat, q.sent = false, math.MinInt64, 0, math.MinInt64
+	}
 	reset := now + int64(s.Reset)
 	precision := int64(time.Millisecond)
 	if s.Reset%time.Second == 0 {
@@ -628,6 +648,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	if s.Limit > 0 {
 		q.limit = s.Limit
+		q.left = min(q.left, s.Limit) // what was left, stated with no limit: the stricter
 	}
 	q.absolute = s.Absolute
 	if !s.Absolute && !s.Refills && precision == int64(time.Second) {
@@ -648,7 +669,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.longest = max(q.longest, reset-now)
 	if sent != math.MinInt64 {
-		q.latency = now - sent
+		// Holds last a fraction of it (hold.go): an answer a year late
+		// (or a hung upstream's) must not hold the key past the max hold.
+		q.latency = min(now-sent, maxHold)
 	}
 	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
 		if r := q.bucketRate(); r > 0 {
@@ -688,7 +711,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	case reset > q.reset:
 		// A new window replaces the old.
 		if !q.stated && q.reset > math.MinInt64 && reset-q.reset >= p {
-			w := reset - q.reset
+			w := min(reset-q.reset, maxHold) // over a silence, many windows: no more than a stated one
 			if q.window == 0 || w < q.window {
 				q.window = w
 			}
@@ -729,7 +752,11 @@ func (k *statedKey) refill(q *statedQuota, s Statement, a arrival, maxHold int64
 		q.refills, q.period, q.longestR, q.tat, q.sent = true, 0, 0, math.MinInt64, math.MinInt64
 	}
 	if s.Limit > 0 && s.Limit != q.limit {
-		q.limit, q.period, q.longestR = s.Limit, 0, 0
+		// A new limit, a new bucket: the old one's pace says nothing of it
+		// (full in 30 s at 48, it held a bucket of 2 refilling in 480 ms).
+		// What was left is no more than the new limit (an older view,
+		// returned just below, kept 7 left of 1).
+		q.limit, q.period, q.longestR, q.tat, q.left = s.Limit, 0, 0, math.MinInt64, min(q.left, s.Limit)
 	}
 	if sent != math.MinInt64 && sent < q.sent {
 		return // an older view of the bucket, arrived late
@@ -757,7 +784,7 @@ func (k *statedKey) refill(q *statedQuota, s Statement, a arrival, maxHold int64
 		if seen := tat - max(q.tat, now); seen > gap {
 			gap, q.gapAt = seen, now
 		}
-		q.gap = min(gap, q.period/2)
+		q.gap = min(gap, q.period/2, maxHold) // a bucket of 6m0s drained by others held a booking 3m
 	}
 	q.tat = tat
 	q.reset, q.raw, q.sent = now+d, s.Remaining, max(sent, q.sent)
@@ -776,7 +803,9 @@ func (q *statedQuota) cost(n int) int64 {
 	if q.period <= 0 || q.limit <= 0 || n <= 0 {
 		return 0
 	}
-	return int64(math.Ceil(float64(n) * float64(q.period) / float64(q.limit)))
+	// Saturated: a cost of 10^18 tokens overflowed to MinInt64, and its
+	// booking went at once and left the bucket full.
+	return int64(min(math.Ceil(float64(n)*float64(q.period)/float64(q.limit)), float64(maxSpan)))
 }
 
 // level returns how many units a refilling quota holds at now, net of
@@ -815,7 +844,10 @@ func (q *statedQuota) spacing() int64 {
 	default:
 		w = q.guessWindow() // a window is no shorter than its precision
 	}
-	l := float64(q.limit) - q.others.share(w, q.limit) // what other clients leave
+	// What other clients leave, and at least a unit a window: a tenth of
+	// a limit of 1 paced each unit ten windows apart, a statement holding
+	// a key ten times its max hold.
+	l := max(float64(q.limit)-q.others.share(w, q.limit), 1)
 	if (q.sliding || q.untold()) && l >= 2 {
 		// A sliding counter paced at its limit counts the limit at
 		// every instant: any send the clock's jitter puts ahead of the
@@ -1065,7 +1097,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
 	f := statedFlight{n: n, units: units}
-	from := max(now+int64(max(after, 0)), k.paused)
+	from := max(now+min(int64(max(after, 0)), maxSpan), k.paused) // maxSpan: no overflow
 	if holds && maxWait != 0 && !paced && u.firstAnswer > 0 {
 		if h := k.firstAnswer(now, u.firstAnswer); h > 0 {
 			return Hold(h, k.left(now)), nil
@@ -1282,7 +1314,7 @@ func (u *Upstream) Stated(key string) []Statement {
 			s.Remaining = q.level(now)
 			s.Reset = time.Duration(max(q.tat-now, 0))
 			s.Window = time.Duration(q.period)
-		case q.left == math.MaxInt:
+		case q.left > MaxStatedCount: // unknown, less what was booked since
 			s.Remaining = -1
 		case q.window > 0:
 			s.Window = time.Duration(q.window)

@@ -64,7 +64,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 			// whole multiples of it, less the jitter of the clocks.
 			gap = max((stamp-q.stamp+p/2)/p*p, p)
 			if !q.stated && (q.window == 0 || gap < q.window) {
-				q.window = gap
+				q.window = min(gap, maxHold) // no more than a stated one (Clamp)
 			}
 			prev = q.stamp
 			if next := gap-q.window < p/2; next && s.Remaining >= 0 && q.raw >= 0 && q.limit > 0 {
