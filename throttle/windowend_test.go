@@ -22,9 +22,9 @@ type phasedWindows struct {
 	limit int
 }
 
-func newPhasedWindows(t *testing.T, limit int) *phasedWindows {
+func newPhasedWindows(t *testing.T, limit int, opts ...throttle.Option) *phasedWindows {
 	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	u, err := throttle.NewUpstream(append([]throttle.Option{throttle.WithClock(clk.Now)}, opts...)...)
 	require.NoError(t, err)
 	return &phasedWindows{t: t, clk: clk, u: u, base: clk.Now(), limit: limit}
 }
@@ -189,9 +189,12 @@ func bookAfter(t *testing.T, u *throttle.Upstream, afters []time.Duration) []tim
 // until the answers narrow it: the stated time left (29.6 s) is no bound
 // on the window, and the doubt costs it at most a precision once.
 func TestUpstreamHoldsALongWindowToItsLatestEnd(t *testing.T) {
-	p := newPhasedWindows(t, 10)
+	p := newPhasedWindows(t, 10, throttle.WithMaxHold(2*time.Minute))
 	p.answer(400*time.Millisecond, 390*time.Millisecond, 30, 0, false)
 	assert.Equal(t, 60600*time.Millisecond, p.next(), "the stated reset (30 s) plus its precision, plus a spacing (paceStart: others spent 9 of 10)")
+	p = newPhasedWindows(t, 10)
+	p.answer(400*time.Millisecond, 390*time.Millisecond, 30, 0, false)
+	assert.Equal(t, time.Minute, p.next(), "no further than the max hold (a minute) from the statement's arrival")
 }
 
 // Answers to requests in flight together arrive in any order: the lowest
