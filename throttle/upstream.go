@@ -1008,6 +1008,12 @@ func (q *statedQuota) give(p statedPart) {
 	default:
 		if p.before {
 			q.left += p.n
+			if q.limit > 0 {
+				// Never more than the limit: the quota may have been
+				// stated anew, as a bucket, since the units were taken
+				// (found by FuzzUpstream: 2 left of 1).
+				q.left = min(q.left, q.limit)
+			}
 		}
 		if p.tatAfter != 0 && q.tat == p.tatAfter {
 			q.tat = p.tatBefore
