@@ -340,7 +340,7 @@ func (r *reading) readUsedOfSize(v string, drain time.Duration) {
 	r.Refills, r.leaky = true, true
 	drained := min(used, size) + min(max(used-size, 0), size) // a count beyond twice the size is absurd; no overflow
 	r.setReset(time.Duration(drained) * leak)
-	r.Precision = max(r.Precision, leak)
+	r.Precision = max(r.Precision, min(leak, time.Second)) // a Precision is at most a second (Quota); a bucket of fewer than 20 calls leaks slower
 	if used >= size {
 		over := time.Duration(min(used-size+1, size))
 		r.fits = clamp(over * drain / time.Duration(size))
