@@ -940,7 +940,7 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 
 // book takes n units of q at slot, which earliest allowed, and returns
 // how to give them back. inflight is how many units of q are in flight
-// (see waitUnpaced).
+// (see waitUnpaced), read only when not paced.
 func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	r := q.bucketRate()
@@ -1119,12 +1119,12 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(h, k.left(now)), nil
 		}
 	}
+	unbooked := u.unbookedNow()
 	if holds && maxWait != 0 {
-		if h := k.hold(now, from, &f, u.unbookedNow()); h > 0 && (maxWait < 0 || h <= maxWait) {
+		if h := k.hold(now, from, &f, unbooked); h > 0 && (maxWait < 0 || h <= maxWait) {
 			return Hold(h, k.left(now)), nil
 		}
 	}
-	unbooked := u.unbookedNow()
 	if !paced {
 		if h := k.waitUnpaced(now, from, &f, unbooked); h > 0 {
 			if maxWait >= 0 && h > int64(maxWait) {
@@ -1140,7 +1140,11 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	b := &statedBooking{u: u, k: k, slot: slot, seen: k.shift, n: n}
 	for i := range k.quotas {
 		q := &k.quotas[i]
-		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, k.inFlightNow(q.unit, unbooked)))
+		inflight := 0
+		if !paced {
+			inflight = k.inFlightNow(q.unit, unbooked) // only a record booked alone reads it (unpaced.go): no walk of the flight on the paced path
+		}
+		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, inflight))
 	}
 	k.inflight += n
 	f.b = b
