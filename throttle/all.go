@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -39,6 +40,13 @@ var errEmptyAll = errors.New("throttle: All has no limiters")
 // all is the Limiter returned by All.
 type all struct {
 	ls []Limiter
+	// pausing keeps a reservation from booking while a pause has moved
+	// some parts and not yet the others: booked at the common slot of a
+	// part already moved, a part moved after would move its units a
+	// second time. A reservation took a whole pause more than it should
+	// so (a second against throttled's GCRA: refill_test's 4 callers,
+	// once a CI run).
+	pausing sync.RWMutex
 }
 
 // maxRounds bounds how often All books its parts outside this package
@@ -239,6 +247,8 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 	}
 	delay := min(max(after, 0), maxSpan)
 	booked := make([]*Reservation, len(foreign))
+	a.pausing.RLock()
+	defer a.pausing.RUnlock()
 	for range maxRounds {
 		var no *Reservation
 		delay, no, err = bookForeign(ctx, foreign, booked, key, delay, maxWait, len(own)+len(foreign) > 1)
@@ -407,6 +417,8 @@ func (a *all) AllowN(ctx context.Context, key string, n int) (bool, error) {
 // its next window): the buckets among the parts of this package learn
 // where they are due, and space what follows from them.
 func (a *all) Pause(ctx context.Context, key string, d time.Duration) error {
+	a.pausing.Lock()
+	defer a.pausing.Unlock()
 	var errs []error
 	a.each(key, func(l Limiter) {
 		if p, ok := l.(Pauser); ok {
