@@ -1,11 +1,13 @@
 package throttle
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // reading is one answer given to a refillMeter in a test.
@@ -101,4 +103,54 @@ func TestRefillMeterSkipsUnorderedAnswers(t *testing.T) {
 	assert.False(t, read(13*time.Millisecond, 13*time.Millisecond, 8, false), "not alone, but full")
 	assert.True(t, read(200*time.Millisecond, 199*time.Millisecond, 5, true))
 	assert.Equal(t, 0.0, m.rate(), "the stretch started again at the last reading")
+}
+
+// A unit answered by an answer that is no reading stays off the level
+// the latest reading stated: it leaves the flight, which the check at a
+// booking's slot replays, so the check must count it there. Forgotten,
+// one check admitted a unit more than the bucket held (bench scenario
+// 5b, configured 25% too high: a 429 after the first second, and its
+// second-long pause, in about one pass of three).
+func TestRefillMeterCountsAnswersThatAreNoReading(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	// A bucket of 9 refilling at 48/s, drained by one request every 15
+	// ms, each answered 1 ms after it is sent: every answer a reading.
+	start := now
+	for _, r := range draining(0, 15*time.Millisecond, 48, 28) {
+		now = start.Add(r.at - time.Millisecond)
+		res, err := u.reserve(ctx, "k", 1, nil, 0, -1, true, true)
+		require.NoError(t, err)
+		require.True(t, res.OK)
+		now = start.Add(r.at)
+		require.NoError(t, u.Learn(ctx, "k", Outcome{N: 1, Latency: time.Millisecond, Statements: []Statement{{Limit: 9, Remaining: r.remaining, Reset: time.Second}}}))
+	}
+	k := u.keys["k"]
+	q := &k.quotas[0]
+	r := q.bucketRate()
+	require.Positive(t, r, "the rate is measured")
+	require.True(t, q.meter.anchored)
+
+	// Four bookings at one slot, as the configured limiter placed them
+	// before the rate was known; the first is sent at its slot and
+	// answered while a request sent unbooked is in flight: no reading.
+	var bs []*statedBooking
+	for range 4 {
+		res, err := u.reserve(ctx, "k", 1, nil, 0, -1, true, true)
+		require.NoError(t, err)
+		bs = append(bs, res.booking.(*statedBooking))
+		bs[len(bs)-1].slot = bs[0].slot
+	}
+	due := func(b *statedBooking) int64 { return b.slot + k.shift - b.seen }
+	admits := func() int64 {
+		return q.meter.admits(k, bs[3], UnitRequests, due(bs[3]), q.limit, r)
+	}
+	before := admits()
+	require.Greater(t, before-due(bs[0]), refillCost(1, r), "the bucket admits the last only a unit's refill or more after the first")
+	now = u.base.Add(time.Duration(due(bs[0])) + time.Millisecond)
+	require.NoError(t, u.Learn(ctx, "k", Outcome{N: 1, Latency: time.Millisecond, Unbooked: 1, Statements: []Statement{{Limit: 9, Remaining: 0, Reset: time.Second}}}))
+	require.Len(t, k.flight, 3, "one answered")
+	assert.Equal(t, before, admits(), "the unit answered still counts")
 }

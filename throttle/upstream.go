@@ -673,9 +673,12 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// (or a hung upstream's) must not hold the key past the max hold.
 		q.latency = min(now-sent, maxHold)
 	}
-	if !s.Absolute && s.Window == 0 && unit == UnitRequests && q.meter.read(a, s.Remaining, q.limit, k.alone(a)) {
-		if r := q.bucketRate(); r > 0 {
+	if !s.Absolute && s.Window == 0 && unit == UnitRequests {
+		read := q.meter.read(a, s.Remaining, q.limit, k.alone(a))
+		if r := q.bucketRate(); r > 0 && read {
 			q.meter.anchor(k, unit, a.frame(), s.Remaining, q.limit, a.unbooked, r)
+		} else if r > 0 && a.ok {
+			q.meter.spend(a.frame(), a.n, r)
 		}
 	}
 	if stamp, p, ok := phased(s, a, maxHold); ok {
