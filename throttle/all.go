@@ -413,6 +413,8 @@ func (a *all) AllowN(ctx context.Context, key string, n int) (bool, error) {
 }
 
 // Pause implements [Pauser]: it pauses every part that can be paused.
+// Reservations through All wait while it does, so that none books
+// between two parts' pauses.
 // A fixed window may then move units further than the other parts (into
 // its next window): the buckets among the parts of this package learn
 // where they are due, and space what follows from them.
