@@ -181,7 +181,6 @@ func (m *refillMeter) anchor(k *statedKey, unit string, sent int64, remaining, l
 // 429 whose Retry-After paused every caller for a second (bench
 // scenario 5b, configured 25% too high: 2 429s, 1.15× the published
 // run, in about one pass of three). The next reading states them itself.
-
 func (m *refillMeter) spend(sent int64, n int, rate float64) {
 	if m.anchored {
 		m.stated = max(m.stated, sent) + refillCost(n, rate)

@@ -143,7 +143,7 @@ func TestRefillMeterCountsAnswersThatAreNoReading(t *testing.T) {
 		bs = append(bs, res.booking.(*statedBooking))
 		bs[len(bs)-1].slot = bs[0].slot
 	}
-	due := func(b *statedBooking) int64 { return b.slot + k.shift - b.seen }
+	due := func(b *statedBooking) int64 { return k.due(&statedFlight{b: b}) }
 	admits := func() int64 {
 		return q.meter.admits(k, bs[3], UnitRequests, due(bs[3]), q.limit, r)
 	}
