@@ -95,6 +95,9 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		if raw < 0 {
 			return math.MaxInt
 		}
+		if q.limit > 0 {
+			raw = min(raw, q.limit) // stated with no limit, or above it: the stricter (found by FuzzUpstream)
+		}
 		return raw - k.inFlight(q.unit, reset, a) - q.others.until(reset-a.now)
 	}
 	left := leftOf(s.Remaining)
