@@ -24,7 +24,7 @@ import (
 // Its own clock is the bubble's plus skew, and its windows start at the
 // Unix epoch plus offset.
 type simUpstream struct {
-	algo    string // "fixed": L per window; "bucket": a token bucket of L refilling L per window; "leaky": Shopify's bucket of L leaking L per window
+	algo    string // "fixed": L per window; "ondemand": L per window, each starting at the first request after the last ended (ulule/limiter); "bucket": a token bucket of L refilling L per window; "leaky": Shopify's bucket of L leaking L per window
 	limit   int
 	window  time.Duration
 	offset  time.Duration // fixed windows start at epoch + offset + k×window
@@ -38,8 +38,9 @@ type simUpstream struct {
 	hostile func(now time.Time, h http.Header) (status int, ok bool)
 
 	mu       sync.Mutex
-	idx      int64 // fixed: the current window
-	count    int   // fixed: admitted in it
+	idx      int64     // fixed: the current window
+	count    int       // fixed, ondemand: admitted in it
+	ends     time.Time // ondemand: when the current window ends
 	level    float64
 	last     time.Time
 	admitted []time.Time // server-clock times of admitted requests
@@ -95,6 +96,15 @@ func (s *simUpstream) take(now time.Time) (ok bool, remaining int, reset time.Du
 			return true, s.limit - s.count, end.Sub(now)
 		}
 		return false, 0, end.Sub(now)
+	case "ondemand":
+		if !now.Before(s.ends) {
+			s.ends, s.count = now.Add(s.window), 0
+		}
+		if s.count < s.limit {
+			s.count++
+			return true, s.limit - s.count, s.ends.Sub(now)
+		}
+		return false, 0, s.ends.Sub(now)
 	case "bucket":
 		perUnit := s.window / time.Duration(s.limit)
 		if s.last.IsZero() {

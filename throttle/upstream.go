@@ -199,7 +199,9 @@ type Learner interface {
 // its stated reset S, holds what is left until the latest the window can
 // end, and narrows that down from the answers: one stating S was handled
 // before the window ended and after its request was sent; the first
-// answer stating a later window came after it ended. When what is left
+// answer stating a later window came after it ended; a window that starts
+// at the first request after the last one ended (ulule/limiter's) is told
+// by the answers, and its end is taken from its first answer. When what is left
 // runs out while the end is known to within more than a twentieth of the
 // window, one request a window goes at the middle of the bounds (a
 // probe), once the quota is known to be a fixed window (what is left came
@@ -430,6 +432,8 @@ type statedQuota struct {
 	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
 	probed    int64 // the stamp of the window a probe was booked in
 	fixed     bool  // what was left came back at a window boundary: a fixed window
+	onDemand  bool  // windowend.go: a window's end moved from the phase of the ones before: each starts at a request
+	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full

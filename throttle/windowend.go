@@ -22,7 +22,11 @@ import (
 //
 // The window's end less S (its phase) is the same for every window when
 // windows are whole multiples of the precision, so the bounds carry from
-// one window to the next. When what is left runs out before the bound's
+// one window to the next. Some limiters (ulule/limiter) start a window
+// at the first request after the last one ended instead, so its phase
+// moves with that request: a request sent after the carried end and still
+// counted in the old window tells so, and from then on each window's end
+// is taken as its first answer's arrival plus W, at the latest. When what is left runs out before the bound's
 // far end, one request per window is let through at the middle of the
 // bounds, a probe: answered in the new window, it lowers the far end;
 // refused in the old, it raises the near one. Each probe halves the doubt,
@@ -85,7 +89,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 			q.lo, q.hi = 0, p
 		}
 		q.others.roll(q.window > 0 && gap-q.window < p/2)
-		q.stamp = stamp
+		q.stamp, q.opened = stamp, a.now
 	}
 	q.bound(a, stamp, prev, p)
 	q.precision = p // before observe: it rounds the first window up to it
@@ -162,11 +166,26 @@ func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
 	}
 	if prev != math.MinInt64 {
 		hi = min(hi, a.now-prev)
+		if q.onDemand && q.window > 0 {
+			// The window started at the first request after the last
+			// one ended, at the latest at this answer's (ulule/limiter):
+			// it ends W after that, whatever the phase carried says.
+			hi = min(max(hi, a.now-stamp+q.window), p)
+		}
 	}
 	if lo >= hi {
+		// A request sent after the end the phase carried from the
+		// windows before says, and counted in this window: the phase
+		// moved. Windows that start at the first request after the last
+		// ended move so; from now on each one's end is taken from its
+		// first answer (above).
+		q.onDemand = q.onDemand || (prev == math.MinInt64 && a.sent != math.MinInt64 && a.sent-stamp >= q.hi && q.window > 0)
 		lo, hi = 0, p
 		if a.sent != math.MinInt64 {
 			lo = min(max(a.sent-stamp, 0), p-1)
+		}
+		if end := q.opened - stamp + q.window; q.onDemand && end > lo && end < hi {
+			hi = end
 		}
 	}
 	q.lo, q.hi = lo, hi
