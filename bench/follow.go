@@ -16,6 +16,9 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
 	"github.com/throttled/throttled/v2/store/memstore"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/egress-go/egress/internal/upstream"
 )
@@ -83,6 +86,20 @@ func goLimiterFront(tokens int, interval time.Duration) front {
 			return nil, nil, err
 		}
 		return mw.Handle(okHandler), func() { _ = store.Close(context.Background()) }, nil
+	}
+}
+
+// ululeFront is ulule/limiter v3 as its README shows: a memory store
+// behind the stdlib middleware, at limit per window ("48-S"), keyed by
+// IP. A key's window starts at the first request after its last one
+// ended, so its boundaries move with the client. Every answer carries
+// X-RateLimit-Limit, -Remaining and -Reset, the reset as a Unix epoch
+// second (truncated); a 429 carries no Retry-After.
+func ululeFront(limit int, window time.Duration) front {
+	return func() (http.Handler, func(), error) {
+		rate := limiter.Rate{Period: window, Limit: int64(limit)}
+		mw := stdlib.NewMiddleware(limiter.New(memory.NewStore(), rate))
+		return mw.Handler(okHandler), func() {}, nil
 	}
 }
 
@@ -218,6 +235,12 @@ func followScenarios(smoke bool) []scenario {
 			limit: window, front: tr("5c", goLimiterFront(rate, time.Second)),
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
+		{
+			id: "5f", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream: ulule/limiter v3, 48 per 1 s period (a fixed window from the first request after the last one ended; reset as an epoch second, no Retry-After), %d requests from 32 goroutines", n),
+			limit: window, front: tr("5f", ululeFront(rate, time.Second)),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
+		},
 	}
 	spent := []string{"egress (README)", "egress (adaptive)", "x/time/rate", "failsafe-go"}
 	scs = append(scs,
@@ -307,7 +330,10 @@ func best(sc scenario, n int) time.Duration {
 		return time.Duration((float64(n) - left) / left * float64(l.Window))
 	case sc.id == "5a":
 		return slidingCounterBest(n, l.Limit, l.Window, sc.phase)
-	case sc.id == "5c":
+	case sc.id == "5c" || sc.id == "5f":
+		// A fixed window's worth at each boundary (ulule's windows start
+		// at a request: a greedy client's next one opens the next window
+		// at the end of the last).
 		return time.Duration(math.Ceil(float64(n)/float64(l.Limit))-1) * l.Window
 	case l.Algorithm == upstream.LeakyBucket:
 		return time.Duration(float64(n-l.Burst-1) / float64(l.Rate) * float64(time.Second))

@@ -18,6 +18,7 @@ require (
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/stretchr/testify v1.12.1
 	github.com/throttled/throttled/v2 v2.15.0
+	github.com/ulule/limiter/v3 v3.11.2
 	go.opentelemetry.io/otel/sdk/metric v1.46.0
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/time v0.16.0
@@ -46,6 +47,7 @@ require (
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect

@@ -348,7 +348,7 @@ func peerVersions() string {
 	}
 	want := []string{"golang.org/x/time", "go.uber.org/ratelimit", "github.com/failsafe-go/failsafe-go",
 		"github.com/hashicorp/go-retryablehttp", "github.com/go-redis/redis_rate/v10", "github.com/redis/go-redis/v9",
-		"github.com/go-chi/httprate", "github.com/throttled/throttled/v2", "github.com/sethvargo/go-limiter"}
+		"github.com/go-chi/httprate", "github.com/throttled/throttled/v2", "github.com/sethvargo/go-limiter", "github.com/ulule/limiter/v3"}
 	var out []string
 	for _, w := range want {
 		for _, d := range bi.Deps {
