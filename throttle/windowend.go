@@ -214,9 +214,10 @@ func (q *statedQuota) probeGap() int64 {
 // window (what is left came back at a boundary: a probe into a sliding
 // counter's next window would meet the previous window's count), its end
 // is known to within more than probeGap, and no probe was booked in this
-// window.
+// window. Windows that start at a request (onDemand) are not probed: each
+// one's end is its opener's, and a probe before it meets a refusal.
 func (q *statedQuota) probe(from int64) (int64, bool) {
-	if q.stamp == math.MinInt64 || !q.fixed || q.sliding || q.probed == q.stamp || q.hi-q.lo <= q.probeGap() {
+	if q.stamp == math.MinInt64 || !q.fixed || q.sliding || q.onDemand || q.probed == q.stamp || q.hi-q.lo <= q.probeGap() {
 		return 0, false
 	}
 	slot := max(from, q.stamp+q.lo+(q.hi-q.lo)/2)
