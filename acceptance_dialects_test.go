@@ -26,6 +26,7 @@ func TestAcceptanceDialectsShapeThePace(t *testing.T) {
 		giveIn      []time.Duration // request latencies, cycled
 		giveOut     []time.Duration // answer latencies, cycled
 		wantUsed    float64         // at least this share of what the upstream allows
+		wantRefused int             // at most this many 429s (0 unless said)
 		skip        string          // a known failure, described for the fix
 	}{
 		{name: "IETF RateLimit + RateLimit-Policy", give: &simUpstream{algo: "fixed", limit: 10, window: 10 * time.Second, dialect: "ietf", ceilSec: true}, giveWorkers: 4, wantUsed: 0.8},
@@ -46,8 +47,18 @@ func TestAcceptanceDialectsShapeThePace(t *testing.T) {
 
 		// Windows that start at the first request after the last one
 		// ended (ulule/limiter): their boundaries move with the client.
+		// The phase of one window's end says nothing of the next one's: the
+		// record tells that from a request sent after the end the phase
+		// said and still counted in the old window (which may be refused:
+		// one 429), and from then on takes each end from its first answer.
 		{name: "on-demand windows, epoch reset truncated", give: &simUpstream{algo: "ondemand", limit: 20, window: time.Second, dialect: "x-epoch"}, giveWorkers: 8, wantUsed: 0.7},
 		{name: "on-demand windows, 2 s, epoch reset truncated", give: &simUpstream{algo: "ondemand", limit: 10, window: 2 * time.Second, dialect: "x-epoch"}, giveWorkers: 4, wantUsed: 0.7},
+		{name: "on-demand windows, 2 s, uneven latency", give: &simUpstream{algo: "ondemand", limit: 20, window: 2 * time.Second, dialect: "x-epoch"}, giveWorkers: 8,
+			giveIn: []time.Duration{30 * ms, 10 * ms}, giveOut: []time.Duration{50 * ms, 20 * ms, 5 * ms}, wantUsed: 0.9, wantRefused: 1},
+		{name: "on-demand windows, 1 s, 48 a window, uneven latency", give: &simUpstream{algo: "ondemand", limit: 48, window: time.Second, dialect: "x-epoch"}, giveWorkers: 32,
+			giveIn: []time.Duration{30 * ms, 10 * ms}, giveOut: []time.Duration{50 * ms, 20 * ms, 5 * ms}, wantUsed: 0.9, wantRefused: 1},
+		{name: "on-demand windows, 1 s, slow answers", give: &simUpstream{algo: "ondemand", limit: 10, window: time.Second, dialect: "x-epoch"}, giveWorkers: 4,
+			giveIn: []time.Duration{20 * ms, 5 * ms}, giveOut: []time.Duration{80 * ms, 10 * ms}, wantUsed: 0.9, wantRefused: 1},
 		{name: "on-demand windows, 2 s, delta reset truncated", give: &simUpstream{algo: "ondemand", limit: 10, window: 2 * time.Second, dialect: "x-delta"}, giveWorkers: 4, wantUsed: 0.7},
 
 		// Clock skew: the server's clock minutes off, told by Date.
@@ -78,13 +89,13 @@ func TestAcceptanceDialectsShapeThePace(t *testing.T) {
 				u, err := throttle.NewUpstream()
 				require.NoError(t, err)
 				tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}), egress.WithUpstream(u), egress.WithMaxWait(-1))
-				run := 10 * up.window
+				run := 20 * up.window
 				start := time.Now()
 				failed, first := drive(tr, tt.giveWorkers, run)
 				admitted, refused := up.stats()
 				allowed := float64(up.limit) * float64(run) / float64(up.window)
 				t.Logf("admitted %d of %.0f (%.2f), refused %d, failed %d", admitted, allowed, float64(admitted)/allowed, refused, failed)
-				assert.Zero(t, refused, "the upstream answered 429")
+				assert.LessOrEqual(t, refused, tt.wantRefused, "the upstream answered 429")
 				assert.Zero(t, failed, "requests failed: %v", first)
 				assert.GreaterOrEqual(t, float64(admitted)/allowed, tt.wantUsed, "share of the quota used")
 				// The pace goes on after every reset: no window of the
@@ -92,50 +103,6 @@ func TestAcceptanceDialectsShapeThePace(t *testing.T) {
 				for w := run / 2; w < run; w += up.window {
 					assert.NotZero(t, up.admittedBetween(start.Add(w), start.Add(w+up.window)), "nothing sent in [%v, %v)", w, w+up.window)
 				}
-			})
-		})
-	}
-}
-
-// Against windows that start at the first request after the last one
-// ended (ulule/limiter's), the phase of one window's end says nothing of
-// the next one's: each moves with the request that opened it. The
-// Transport tells that from the answers (a request sent after the end
-// the phase carried said, still counted in the old window) and from then
-// on takes each window's end from its first answer: at most the one
-// refusal that told it, and the quota used.
-func TestAcceptanceOnDemandWindows(t *testing.T) {
-	ms := time.Millisecond
-	tests := []struct {
-		name        string
-		give        *simUpstream
-		giveWorkers int
-		giveIn      []time.Duration
-		giveOut     []time.Duration
-	}{
-		{name: "2 s windows, 20 a window, uneven latency", give: &simUpstream{algo: "ondemand", limit: 20, window: 2 * time.Second, dialect: "x-epoch"}, giveWorkers: 8,
-			giveIn: []time.Duration{30 * ms, 10 * ms}, giveOut: []time.Duration{50 * ms, 20 * ms, 5 * ms}},
-		{name: "1 s windows, 48 a window, uneven latency", give: &simUpstream{algo: "ondemand", limit: 48, window: time.Second, dialect: "x-epoch"}, giveWorkers: 32,
-			giveIn: []time.Duration{30 * ms, 10 * ms}, giveOut: []time.Duration{50 * ms, 20 * ms, 5 * ms}},
-		{name: "1 s windows, 10 a window, slow answers", give: &simUpstream{algo: "ondemand", limit: 10, window: time.Second, dialect: "x-epoch"}, giveWorkers: 4,
-			giveIn: []time.Duration{20 * ms, 5 * ms}, giveOut: []time.Duration{80 * ms, 10 * ms}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				up := tt.give
-				base := &simBase{h: up, in: spread(tt.giveIn...), out: spread(tt.giveOut...)}
-				u, err := throttle.NewUpstream()
-				require.NoError(t, err)
-				tr := egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}), egress.WithUpstream(u), egress.WithMaxWait(-1))
-				run := 20 * up.window
-				failed, first := drive(tr, tt.giveWorkers, run)
-				admitted, refused := up.stats()
-				allowed := float64(up.limit) * float64(run) / float64(up.window)
-				t.Logf("admitted %d of %.0f (%.2f), refused %d, failed %d", admitted, allowed, float64(admitted)/allowed, refused, failed)
-				assert.LessOrEqual(t, refused, 1, "refusals beyond the one that tells the windows move")
-				assert.Zero(t, failed, "requests failed: %v", first)
-				assert.GreaterOrEqual(t, float64(admitted)/allowed, 0.9, "share of the quota used")
 			})
 		})
 	}
