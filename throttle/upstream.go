@@ -199,13 +199,13 @@ type Learner interface {
 // its stated reset S, holds what is left until the latest the window can
 // end, and narrows that down from the answers: one stating S was handled
 // before the window ended and after its request was sent; the first
-// answer stating a later window came after it ended; a window that starts
-// at the first request after the last one ended (ulule/limiter's) is told
-// by the answers, and its end is taken from its first answer. When what is left
-// runs out while the end is known to within more than a twentieth of the
-// window, one request a window goes at the middle of the bounds (a
-// probe), once the quota is known to be a fixed window (what is left came
-// back at a boundary; a sliding counter's does not). What the upstream
+// answer stating a later window came after it ended; a window that
+// starts at the first request after the last one ended (ulule/limiter's)
+// is told by the answers, and its end is taken from its first answer.
+// When what is left runs out while the end is known to within more than
+// a twentieth of the window, one request a window goes at the middle of
+// the bounds (a probe), once the quota is known to be a fixed window
+// (what is left came back at a boundary; a sliding counter's does not). What the upstream
 // says was spent in such a window beyond what this client had admitted is
 // another client's: its pace is kept out of what is left before the
 // reset and out of the pace after it (others.go), from the first window

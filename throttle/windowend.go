@@ -24,13 +24,14 @@ import (
 // windows are whole multiples of the precision, so the bounds carry from
 // one window to the next. Some limiters (ulule/limiter) start a window
 // at the first request after the last one ended instead, so its phase
-// moves with that request: a request sent after the carried end and still
-// counted in the old window tells so, and from then on each window's end
-// is taken as its first answer's arrival plus W, at the latest. When what is left runs out before the bound's
-// far end, one request per window is let through at the middle of the
-// bounds, a probe: answered in the new window, it lowers the far end;
-// refused in the old, it raises the near one. Each probe halves the doubt,
-// until it is below [probeGap].
+// moves with that request: a request sent after the carried end and
+// still counted in the old window tells so, and from then on each
+// window's end is taken as its first answer's arrival plus W, at the
+// latest. When what is left runs out before the bound's far end, one
+// request per window is let through at the middle of the bounds, a
+// probe: answered in the new window, it lowers the far end; refused in
+// the old, it raises the near one. Each probe halves the doubt, until it
+// is below [probeGap].
 
 // minPhased is the coarsest precision for which learning the end pays: a
 // finer one costs less than the learning would.
@@ -164,13 +165,13 @@ func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
 		// in its first window.
 		hi = min(hi, a.now-stamp+(stamp-a.now+p-1)/p*p)
 	}
+	// A window that starts at a request (ulule/limiter's) started at the
+	// latest when its first answer arrived, and ends W after that.
+	opened := q.opened - stamp + q.window
 	if prev != math.MinInt64 {
 		hi = min(hi, a.now-prev)
-		if q.onDemand && q.window > 0 {
-			// The window started at the first request after the last
-			// one ended, at the latest at this answer's (ulule/limiter):
-			// it ends W after that, whatever the phase carried says.
-			hi = min(max(hi, a.now-stamp+q.window), p)
+		if q.onDemand {
+			hi = min(max(hi, opened), p) // whatever the phase carried says
 		}
 	}
 	if lo >= hi {
@@ -184,8 +185,8 @@ func (q *statedQuota) bound(a arrival, stamp, prev, p int64) {
 		if a.sent != math.MinInt64 {
 			lo = min(max(a.sent-stamp, 0), p-1)
 		}
-		if end := q.opened - stamp + q.window; q.onDemand && end > lo && end < hi {
-			hi = end
+		if q.onDemand && opened > lo && opened < hi {
+			hi = opened
 		}
 	}
 	q.lo, q.hi = lo, hi
