@@ -206,7 +206,7 @@ func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Ad
 	}
 	a := &Adaptive{
 		client: cfg.client, ceiling: up, floor: down, maxHold: hold, policy: cfg.policy,
-		suffix: adaptiveSuffix + ":" + ceiling.String(), script: joinScript("now.lua", "adaptive.lua"),
+		suffix: adaptiveSuffix + ":" + ceiling.String(), script: joinScript("now.lua", "message.lua", "adaptive.lua"),
 		views: map[string]*adaptiveView{},
 	}
 	if a.client == nil {
@@ -236,15 +236,16 @@ func (c *Client) changed(msg string) {
 }
 
 // hear reads "<state key> <born> <rate> <gen kind at value>..." as
-// adaptive.lua publishes it, for a key this limiter holds a view of. It
+// adaptive.lua publishes it (the key as message.lua writes it), for a
+// key this limiter holds a view of. It
 // takes the changes that follow the view's last one, and stops at a gap:
 // the next reply fills it.
 func (a *Adaptive) hear(msg string) {
-	f := strings.Fields(msg)
+	f := messageFields(msg)
 	if len(f) < 7 || (len(f)-3)%4 != 0 {
 		return
 	}
-	key, ok := strings.CutPrefix(f[0], a.client.prefix+"{")
+	key, ok := strings.CutPrefix(messageKey(f[0]), a.client.prefix+"{")
 	if !ok {
 		return
 	}

@@ -139,11 +139,12 @@ end
 
 -- publish tells every process of the changes made by this call, with
 -- the rate, on the channel (the last argument): "change <state key>
--- <born> <rate> <gen kind at value>...". Replies are the backstop, as for
--- pauses: pub/sub delivers at most once.
+-- <born> <rate> <gen kind at value>...", the key written as message.lua
+-- writes it. Replies are the backstop, as for pauses: pub/sub delivers
+-- at most once.
 local function publish(from)
   if k.gen <= from then return end
-  local msg = {'change', KEYS[1], string.format('%d', k.born), string.format('%.17g', k.rate)}
+  local msg = {'change', field(KEYS[1]), string.format('%d', k.born), string.format('%.17g', k.rate)}
   for _, c in ipairs(k.changes) do
     if c[1] > from then msg[#msg + 1] = line(c) end
   end

@@ -75,9 +75,22 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestPause: a pause moves the pauser's sleepers from its reply and
+// another process's through pub/sub, for any key: one drawn from an
+// Authorization header has a space (pub/sub messages once split on it,
+// and the other process's sleepers kept their slots).
 func TestPause(t *testing.T) {
 	t.Parallel()
 	s := startRedis(t)
+	for _, key := range []string{"pause", "Bearer sk-1 pause", "100% pause=a:1"} {
+		t.Run(key, func(t *testing.T) {
+			t.Parallel()
+			testPause(t, s, key)
+		})
+	}
+}
+
+func testPause(t *testing.T, s *server, key string) {
 	rdb := s.client(t)
 	other := s.client(t) // another connection and Client: another process
 	ctx := context.Background()
@@ -87,7 +100,6 @@ func TestPause(t *testing.T) {
 	b, err := NewTokenBucket(other, throttle.PerSecond(10), 1, c.option())
 	require.NoError(t, err)
 	closeAll(t, a, b)
-	key := "pause"
 
 	reserve(t, a, key, 1, -1) // now
 	mine := book(t, a, key, 1)

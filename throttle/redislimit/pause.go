@@ -100,7 +100,7 @@ func (p *pauses) learn(key string, epoch, shifted int64, track bool) *pauseState
 // hear reads "epoch shifted pausekey [suffix=seq:extra,...]...", as
 // pause.lua publishes it and replies to a pause, and learns it.
 func (p *pauses) hear(msg string) {
-	f := strings.Fields(msg)
+	f := messageFields(msg)
 	if len(f) < 3 {
 		return // not ours
 	}
@@ -109,7 +109,7 @@ func (p *pauses) hear(msg string) {
 	if err1 != nil || err2 != nil {
 		return
 	}
-	s := p.learn(f[2], epoch, shifted, false)
+	s := p.learn(messageKey(f[2]), epoch, shifted, false)
 	if s == nil || s.epoch.Load() != epoch {
 		return
 	}

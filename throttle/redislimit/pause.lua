@@ -33,9 +33,11 @@ local function pushes(p, steps)
   return string.sub(p.key, #KEYS[1] - #'pause' + 1) .. '=' .. table.concat(out, ',')
 end
 
--- publish tells every process of the key's pause state and of the pushes.
+-- publish tells every process of the key's pause state and of the pushes:
+-- "<epoch> <shifted> <pause key> <push>...", the key written as
+-- message.lua writes it.
 local function publish(P, channel, pushed)
-  local msg = fmt(P.epoch) .. ' ' .. fmt(P.shifted) .. ' ' .. KEYS[1]
+  local msg = fmt(P.epoch) .. ' ' .. fmt(P.shifted) .. ' ' .. field(KEYS[1])
   for _, x in ipairs(pushed) do msg = msg .. ' ' .. x end
   redis.call('PUBLISH', channel, msg)
   return msg

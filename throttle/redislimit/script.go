@@ -21,7 +21,7 @@ var sources embed.FS
 // scriptFiles is the order in which the files join into one script.
 var scriptFiles = []string{
 	"now.lua", "fastpath.lua", "state.lua", "gcra.lua", "fixedwindow.lua", "slidingwindow.lua",
-	"slidingwindowcounter.lua", "pause.lua", "settle.lua", "stated.lua", "budget.lua",
+	"slidingwindowcounter.lua", "message.lua", "pause.lua", "settle.lua", "stated.lua", "budget.lua",
 }
 
 // script is the budget script, run as go-redis Script runs one: EVALSHA,

@@ -148,7 +148,7 @@ func newLeases(b *budget, cfg config) (*leases, error) {
 	_, _ = rand.Read(id[:])
 	return &leases{
 		b: b, span: int64(cfg.slotLease), id: hex.EncodeToString(id[:]), share: share,
-		script: joinScript("now.lua", "state.lua", "gcra.lua", "pause.lua", "slotlease.lua"),
+		script: joinScript("now.lua", "state.lua", "gcra.lua", "message.lua", "pause.lua", "slotlease.lua"),
 		keys:   make(map[string]*keyLease), sweepAt: minSweep,
 	}, nil
 }
