@@ -33,6 +33,7 @@
 local adaptiveTarget = 0.95
 local adaptiveBeta = 0.7
 local adaptiveProbe = 1e-5
+local adaptiveRegain = 0.975
 local adaptiveClimb = 500000
 local adaptiveBucket = 100000
 local adaptiveBuckets = 30
@@ -267,6 +268,13 @@ local function climb(t)
   k.updated = t
   if k.est > 0 and t - k.probe >= adaptiveCalm and k.rate < k.best * adaptiveStorm then
     k.est, k.probe = k.best, t
+  end
+  -- a second at an estimate from the first second's cuts without a
+  -- throttled answer: half the second margin back (see
+  -- throttle/adaptive.go).
+  if k.est > 0 and k.best == 0 and k.stated <= t and t - k.probe >= adaptiveMinSpan then
+    k.est = k.est / adaptiveRegain
+    k.best = k.est
   end
   local target = k.est * adaptiveTarget
   if k.stated > t then target = k.est end

@@ -176,9 +176,15 @@ func TestAdaptiveEarlyEstimate(t *testing.T) {
 	assert.Equal(t, []float64{100, 70, 70, 34.3}, rates[:4], "β cuts without a bucket of answers, then a measured one")
 	cut := rates[7]
 	assert.Less(t, cut, 20.0, "cut below what was sent")
-	for i, r := range rates[8:] {
-		// Only the probe's cubic: +0.001% after the 1.1 s here.
-		assert.InEpsilon(t, cut, r, 1e-4, "answer %d: no climb above the last cut in the first 1.5 s", 8+i)
+	for i, r := range rates[8:27] {
+		// Only the probe's cubic: +0.001% after the 0.95 s here.
+		assert.InEpsilon(t, cut, r, 1e-4, "answer %d: no climb above the last cut for a second", 8+i)
+	}
+	for i, r := range rates[27:] {
+		// A second without a throttled answer gives half the second
+		// margin back: the climb returns to cut / 0.975 over 0.5 s.
+		assert.Greater(t, r, cut*1.001, "answer %d: a climb after a second", 27+i)
+		assert.LessOrEqual(t, r, cut/0.975*(1+1e-9), "answer %d: no higher than half the second margin back", 27+i)
 	}
 }
 
@@ -204,7 +210,8 @@ func TestAdaptiveSettledNudge(t *testing.T) {
 	}
 	// 400 ms of cuts to 30.1/s (95% of 95% of what was admitted: less
 	// than a second of answers), then 3 s of admitted answers at about
-	// that rate (one every 33 ms).
+	// that rate (one every 33 ms): after a second of them, half the
+	// second margin comes back (30.85/s).
 	for i := range 8 {
 		step(a, 50*ms, false)
 		step(b, 0, i%2 == 0)
@@ -215,7 +222,7 @@ func TestAdaptiveSettledNudge(t *testing.T) {
 		step(a, 33*ms, false)
 	}
 	before := a.Rate(key)
-	require.InEpsilon(t, cut, before, 1e-3, "held at the cut's rate (the probe: +0.03% after 3 s)")
+	require.InEpsilon(t, cut/0.975, before, 1e-3, "held at half the second margin back (the probe: +0.01% after 2 s)")
 	assert.InEpsilon(t, before*0.98, step(b, 100*ms, true), 1e-9, "throttled at the cut's rate, past the first second: 2%")
 }
 

@@ -1,0 +1,231 @@
+package redislimit
+
+import (
+	"container/heap"
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// This file holds a discrete-event simulation of a fleet of processes
+// learning one key's rate through the script against a hidden token
+// bucket, as throttle/adaptive_internal_test.go does in process: one
+// goroutine, the frozen clock jumping from event to event, seeded draws,
+// and each process hearing of the others' changes before the next event,
+// so that every run gives the same numbers.
+
+// fleetEvent is something that happens to one caller at one instant.
+type fleetEvent struct {
+	at     time.Duration
+	seq    int // breaks ties in the order the events were made
+	caller int
+	kind   int // fleetBook, fleetWake, fleetArrive or fleetAnswer
+}
+
+const (
+	fleetBook = iota
+	fleetWake
+	fleetArrive
+	fleetAnswer
+)
+
+type fleetQueue []fleetEvent
+
+func (q fleetQueue) Len() int { return len(q) }
+func (q fleetQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q fleetQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *fleetQueue) Push(x any)   { *q = append(*q, x.(fleetEvent)) }
+func (q *fleetQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// fleetConfig describes one simulated run.
+type fleetConfig struct {
+	hidden, burst  int           // the upstream's token bucket, per second
+	procs, callers int           // callers per process: each sends, waits for the answer, and books again
+	way, back      time.Duration // the way to the upstream (drawn up to way) and back
+	run            time.Duration
+	seed           uint64
+}
+
+// fleetResult counts per 100 ms.
+type fleetResult struct {
+	admitted, throttled []int
+	rates               []float64 // the first process's view of the rate at the end of each 100 ms
+}
+
+// simulateFleet runs c on s and returns what it counted. Each process
+// is an Adaptive on its own Client, and hears of the others' cuts
+// through pub/sub before the clock moves on (hear). A throttled caller
+// retries after a backoff drawn from 50-150 ms, as a Transport's first
+// retry without a server delay does.
+func simulateFleet(t *testing.T, s *server, key string, c fleetConfig) fleetResult {
+	t.Helper()
+	clk := newClock(time.Hour)
+	start := clk.us.Load()
+	ctx := context.Background()
+	procs := make([]*Adaptive, c.procs)
+	for i := range procs {
+		a, err := NewAdaptive(s.client(t), throttle.PerSecond(1000), clk.option())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = a.Close() })
+		procs[i] = a
+	}
+	rng := rand.New(rand.NewPCG(c.seed, 7))
+	bins := int(c.run / (100 * time.Millisecond))
+	res := fleetResult{admitted: make([]int, bins), throttled: make([]int, bins), rates: make([]float64, bins)}
+	tokens, last := float64(c.burst), time.Duration(0)
+
+	type caller struct {
+		a    *Adaptive
+		b    *adaptiveBooking
+		sent time.Duration
+		ok   bool
+	}
+	callers := make([]caller, c.procs*c.callers)
+	q := &fleetQueue{}
+	seq := 0
+	push := func(at time.Duration, who, kind int) {
+		seq++
+		heap.Push(q, fleetEvent{at: at, seq: seq, caller: who, kind: kind})
+	}
+	for i := range callers {
+		callers[i].a = procs[i%c.procs]
+		push(0, i, fleetBook)
+	}
+	nextBin := 0
+	for q.Len() > 0 {
+		e := heap.Pop(q).(fleetEvent)
+		for nextBin < bins && time.Duration(nextBin+1)*100*time.Millisecond <= e.at {
+			res.rates[nextBin] = procs[0].Rate(key)
+			nextBin++
+		}
+		if e.at >= c.run {
+			break
+		}
+		now := e.at
+		clk.us.Store(start + now.Microseconds())
+		cl := &callers[e.caller]
+		switch e.kind {
+		case fleetBook:
+			_, b, err := cl.a.reserve(ctx, key, 1, 0, -1)
+			require.NoError(t, err)
+			cl.b = b
+			hear(procs, cl.a, key)
+			push(now+max(b.Until(), 0), e.caller, fleetWake)
+		case fleetWake:
+			if d := cl.b.Until(); d > 0 {
+				push(now+d, e.caller, fleetWake) // moved by a cut the process heard of
+				continue
+			}
+			cl.sent = now
+			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.caller, fleetArrive)
+		case fleetArrive:
+			tokens = min(float64(c.burst), tokens+(now-last).Seconds()*float64(c.hidden))
+			last = now
+			cl.ok = tokens >= 1
+			bin := int(now / (100 * time.Millisecond))
+			if cl.ok {
+				tokens--
+				res.admitted[bin]++
+			} else {
+				res.throttled[bin]++
+			}
+			push(now+c.back, e.caller, fleetAnswer)
+		case fleetAnswer:
+			require.NoError(t, cl.a.Learn(ctx, key, throttle.Outcome{N: 1, Throttled: !cl.ok, Latency: now - cl.sent}))
+			next := now
+			if !cl.ok {
+				next += 50*time.Millisecond + time.Duration(rng.Int64N(int64(100*time.Millisecond)))
+			}
+			push(next, e.caller, fleetBook)
+		}
+	}
+	return res
+}
+
+// hear waits until every process of procs has heard, through pub/sub, of
+// the changes from's last reply told it of, as they would within
+// milliseconds in the time a fleet paces at: the frozen clock stands
+// still meanwhile. A process that missed a message hears of the change
+// from its next reply; the wait for it gives up after 10 s.
+func hear(procs []*Adaptive, from *Adaptive, key string) {
+	from.mu.Lock()
+	v := from.views[key]
+	born, gen := v.born, v.gen
+	from.mu.Unlock()
+	for _, p := range procs {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Microsecond) {
+			p.mu.Lock()
+			w := p.views[key]
+			heard := w == nil || w.born != born || w.gen >= gen
+			p.mu.Unlock()
+			if heard {
+				break
+			}
+		}
+	}
+}
+
+// TestAdaptiveFleetFindsHiddenLimit: four processes of eight callers
+// each, sharing a key's learned rate through the script, against hidden
+// token buckets: after 5 s, within ±10% of the limit, at most 1%
+// throttled and at least 90% of the limit used (issue 13's goals, bench
+// scenarios 6d-6f).
+func TestAdaptiveFleetFindsHiddenLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		giveHidden int
+		giveSeed   uint64
+	}{
+		{name: "10/s", giveHidden: 10, giveSeed: 1},
+		{name: "10/s, another draw", giveHidden: 10, giveSeed: 2},
+		{name: "10/s, a third draw", giveHidden: 10, giveSeed: 3},
+		{name: "10/s, a fourth draw", giveHidden: 10, giveSeed: 4},
+		{name: "100/s", giveHidden: 100, giveSeed: 1},
+		{name: "100/s, another draw", giveHidden: 100, giveSeed: 2},
+		{name: "100/s, a third draw", giveHidden: 100, giveSeed: 3},
+	}
+	s := startRedis(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			const run, settle = 20 * time.Second, 5 * time.Second
+			res := simulateFleet(t, s, "fleet "+tt.name, fleetConfig{
+				hidden: tt.giveHidden, burst: max(tt.giveHidden/10, 1), procs: 4, callers: 8,
+				way: 4 * time.Millisecond, back: 2 * time.Millisecond, run: run, seed: tt.giveSeed,
+			})
+			admitted, throttled := 0, 0
+			lo, hi := res.rates[settle/(100*time.Millisecond)], 0.0
+			for i := int(settle / (100 * time.Millisecond)); i < len(res.rates); i++ {
+				admitted += res.admitted[i]
+				throttled += res.throttled[i]
+				lo, hi = min(lo, res.rates[i]), max(hi, res.rates[i])
+			}
+			hidden := float64(tt.giveHidden)
+			utilization := float64(admitted) / (hidden * (run - settle).Seconds())
+			refused := float64(throttled) / float64(max(admitted+throttled, 1))
+			t.Logf("rate after %v in [%.2f, %.2f], utilization %.3f, throttled %.4f (%d of %d)",
+				settle, lo, hi, utilization, refused, throttled, admitted+throttled)
+			assert.GreaterOrEqual(t, lo, 0.9*hidden, "learned rate too low")
+			assert.LessOrEqual(t, hi, 1.1*hidden, "learned rate too high")
+			assert.GreaterOrEqual(t, utilization, 0.9, "utilization")
+			assert.LessOrEqual(t, refused, 0.01, "throttled answers")
+		})
+	}
+}
