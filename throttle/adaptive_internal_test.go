@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"container/heap"
 	"context"
 	"math/rand/v2"
 	"testing"
@@ -9,45 +8,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/internal/sim"
 )
 
 // This file holds a discrete-event simulation of callers of an Adaptive
-// limiter against a hidden token bucket: one goroutine, a clock that
-// jumps from event to event, and seeded draws, so that every run of a
-// test gives the same numbers.
-
-// simEvent is something that happens to one caller at one instant.
-type simEvent struct {
-	at     time.Duration
-	seq    int // breaks ties in the order the events were made
-	caller int
-	kind   int // simBook, simWake, simArrive or simAnswer
-}
-
-const (
-	simBook = iota
-	simWake
-	simArrive
-	simAnswer
-)
-
-type simQueue []simEvent
-
-func (q simQueue) Len() int { return len(q) }
-func (q simQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q simQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *simQueue) Push(x any)   { *q = append(*q, x.(simEvent)) }
-func (q *simQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
+// limiter against a hidden token bucket (see package sim).
 
 // simConfig describes one simulated run.
 type simConfig struct {
@@ -157,48 +123,44 @@ func simulate(c simConfig) simResult {
 		stated []Statement
 	}
 	callers := make([]caller, c.callers)
-	q := &simQueue{}
-	seq := 0
-	push := func(at time.Duration, who, kind int) {
-		seq++
-		heap.Push(q, simEvent{at: at, seq: seq, caller: who, kind: kind})
-	}
+	q := &sim.Queue{}
+	push := q.Push
 	for i := range callers {
-		push(0, i, simBook)
+		push(0, i, sim.Book)
 	}
 	nextBin := 0
 	for q.Len() > 0 {
-		e := heap.Pop(q).(simEvent)
-		for nextBin < bins && time.Duration(nextBin+1)*100*time.Millisecond <= e.at {
+		e := q.Pop()
+		for nextBin < bins && time.Duration(nextBin+1)*100*time.Millisecond <= e.At {
 			now = time.Duration(nextBin+1) * 100 * time.Millisecond
 			res.rates[nextBin] = a.Rate("k")
 			nextBin++
 		}
-		now = e.at
+		now = e.At
 		if now >= c.run {
 			break
 		}
-		if (e.kind == simWake || e.kind == simAnswer) && now >= c.stall[0] && now < c.stall[1] {
-			push(c.stall[1], e.caller, e.kind)
+		if (e.Kind == sim.Wake || e.Kind == sim.Answer) && now >= c.stall[0] && now < c.stall[1] {
+			push(c.stall[1], e.Caller, e.Kind)
 			continue
 		}
-		cl := &callers[e.caller]
-		switch e.kind {
-		case simBook:
+		cl := &callers[e.Caller]
+		switch e.Kind {
+		case sim.Book:
 			r, err := a.Reserve(ctx, "k", 1, -1)
 			if err != nil || !r.OK {
 				panic("simulate: Reserve refused")
 			}
 			cl.r = r
-			push(now+max(r.booking.Until(), 0), e.caller, simWake) // as Wait does
-		case simWake:
+			push(now+max(r.booking.Until(), 0), e.Caller, sim.Wake) // as Wait does
+		case sim.Wake:
 			if d := cl.r.booking.Until(); d > 0 {
-				push(now+d, e.caller, simWake) // moved by a cut or a pause
+				push(now+d, e.Caller, sim.Wake) // moved by a cut or a pause
 				continue
 			}
 			cl.sent = now
-			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.caller, simArrive)
-		case simArrive:
+			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.Caller, sim.Arrive)
+		case sim.Arrive:
 			cl.ok, cl.stated = take()
 			bin := int(now / (100 * time.Millisecond))
 			if cl.ok {
@@ -206,10 +168,10 @@ func simulate(c simConfig) simResult {
 			} else {
 				res.throttled[bin]++
 			}
-			push(now+c.back, e.caller, simAnswer)
-		case simAnswer:
+			push(now+c.back, e.Caller, sim.Answer)
+		case sim.Answer:
 			_ = a.Learn(ctx, "k", Outcome{N: 1, Throttled: !cl.ok, Latency: now - cl.sent, Statements: cl.stated})
-			push(now, e.caller, simBook)
+			push(now, e.Caller, sim.Book)
 		}
 	}
 	return res

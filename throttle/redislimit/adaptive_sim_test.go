@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"container/heap"
 	"context"
 	"math/rand/v2"
 	"testing"
@@ -10,48 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/egress-go/egress/internal/sim"
 	"github.com/egress-go/egress/throttle"
 )
 
 // This file holds a discrete-event simulation of a fleet of processes
 // learning one key's rate through the script against a hidden token
-// bucket, as throttle/adaptive_internal_test.go does in process: one
-// goroutine, the frozen clock jumping from event to event, seeded draws,
-// and each process hearing of the others' changes before the next event,
-// so that every run gives the same numbers.
-
-// fleetEvent is something that happens to one caller at one instant.
-type fleetEvent struct {
-	at     time.Duration
-	seq    int // breaks ties in the order the events were made
-	caller int
-	kind   int // fleetBook, fleetWake, fleetArrive or fleetAnswer
-}
-
-const (
-	fleetBook = iota
-	fleetWake
-	fleetArrive
-	fleetAnswer
-)
-
-type fleetQueue []fleetEvent
-
-func (q fleetQueue) Len() int { return len(q) }
-func (q fleetQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
-	}
-	return q[i].seq < q[j].seq
-}
-func (q fleetQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *fleetQueue) Push(x any)   { *q = append(*q, x.(fleetEvent)) }
-func (q *fleetQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
+// bucket, as throttle/adaptive_internal_test.go does in process (see
+// package sim): the frozen clock jumps from event to event, and each
+// process hears of the others' changes before the next event.
 
 // fleetConfig describes one simulated run.
 type fleetConfig struct {
@@ -97,44 +63,40 @@ func simulateFleet(t *testing.T, s *server, key string, c fleetConfig) fleetResu
 		ok   bool
 	}
 	callers := make([]caller, c.procs*c.callers)
-	q := &fleetQueue{}
-	seq := 0
-	push := func(at time.Duration, who, kind int) {
-		seq++
-		heap.Push(q, fleetEvent{at: at, seq: seq, caller: who, kind: kind})
-	}
+	q := &sim.Queue{}
+	push := q.Push
 	for i := range callers {
 		callers[i].a = procs[i%c.procs]
-		push(0, i, fleetBook)
+		push(0, i, sim.Book)
 	}
 	nextBin := 0
 	for q.Len() > 0 {
-		e := heap.Pop(q).(fleetEvent)
-		for nextBin < bins && time.Duration(nextBin+1)*100*time.Millisecond <= e.at {
+		e := q.Pop()
+		for nextBin < bins && time.Duration(nextBin+1)*100*time.Millisecond <= e.At {
 			res.rates[nextBin] = procs[0].Rate(key)
 			nextBin++
 		}
-		if e.at >= c.run {
+		if e.At >= c.run {
 			break
 		}
-		now := e.at
+		now := e.At
 		clk.us.Store(start + now.Microseconds())
-		cl := &callers[e.caller]
-		switch e.kind {
-		case fleetBook:
+		cl := &callers[e.Caller]
+		switch e.Kind {
+		case sim.Book:
 			_, b, err := cl.a.reserve(ctx, key, 1, 0, -1)
 			require.NoError(t, err)
 			cl.b = b
 			hear(procs, cl.a, key)
-			push(now+max(b.Until(), 0), e.caller, fleetWake)
-		case fleetWake:
+			push(now+max(b.Until(), 0), e.Caller, sim.Wake)
+		case sim.Wake:
 			if d := cl.b.Until(); d > 0 {
-				push(now+d, e.caller, fleetWake) // moved by a cut the process heard of
+				push(now+d, e.Caller, sim.Wake) // moved by a cut the process heard of
 				continue
 			}
 			cl.sent = now
-			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.caller, fleetArrive)
-		case fleetArrive:
+			push(now+time.Duration(rng.Int64N(int64(c.way)+1)), e.Caller, sim.Arrive)
+		case sim.Arrive:
 			tokens = min(float64(c.burst), tokens+(now-last).Seconds()*float64(c.hidden))
 			last = now
 			cl.ok = tokens >= 1
@@ -145,14 +107,14 @@ func simulateFleet(t *testing.T, s *server, key string, c fleetConfig) fleetResu
 			} else {
 				res.throttled[bin]++
 			}
-			push(now+c.back, e.caller, fleetAnswer)
-		case fleetAnswer:
+			push(now+c.back, e.Caller, sim.Answer)
+		case sim.Answer:
 			require.NoError(t, cl.a.Learn(ctx, key, throttle.Outcome{N: 1, Throttled: !cl.ok, Latency: now - cl.sent}))
 			next := now
 			if !cl.ok {
 				next += 50*time.Millisecond + time.Duration(rng.Int64N(int64(100*time.Millisecond)))
 			}
-			push(next, e.caller, fleetBook)
+			push(next, e.Caller, sim.Book)
 		}
 	}
 	return res
