@@ -59,6 +59,12 @@ func TestAcceptanceDialectsShapeThePace(t *testing.T) {
 			giveIn: []time.Duration{30 * ms, 10 * ms}, giveOut: []time.Duration{50 * ms, 20 * ms, 5 * ms}, wantUsed: 0.9, wantRefused: 1},
 		{name: "on-demand windows, 1 s, slow answers", give: &simUpstream{algo: "ondemand", limit: 10, window: time.Second, dialect: "x-epoch"}, giveWorkers: 4,
 			giveIn: []time.Duration{20 * ms, 5 * ms}, giveOut: []time.Duration{80 * ms, 10 * ms}, wantUsed: 0.9, wantRefused: 1},
+		// Every answer states "0": the resets cannot tell one window
+		// from the next, what is left coming back does. The one refusal
+		// is the probe that tells a window from a bucket (unpaced.go).
+		// At caeadaf: 15 refusals, each remaining that came back taken
+		// for a sliding window's.
+		{name: "1 s windows, delta reset truncated", give: &simUpstream{algo: "fixed", limit: 10, window: time.Second, dialect: "x-delta"}, giveWorkers: 4, wantUsed: 0.85, wantRefused: 1},
 		{name: "on-demand windows, 2 s, delta reset truncated", give: &simUpstream{algo: "ondemand", limit: 10, window: 2 * time.Second, dialect: "x-delta"}, giveWorkers: 4, wantUsed: 0.7},
 
 		// Clock skew: the server's clock minutes off, told by Date.

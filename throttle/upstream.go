@@ -739,12 +739,16 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 // cameBack reports whether s, answering a request sent at sent, states
 // the window after q's although its reset lies within the precision p of
 // q's: q's window is stated and no longer than p (IETF w=1 with t rounded
-// up to 1), and what is left came back by half the limit for a request
-// sent after the one that set q's figures. That is the next window, not
-// a sliding one.
+// up to 1), or its resets are whole-second delays cut down (truncates: a
+// window of a second states "0" all through), and what is left came back
+// by half the limit for a request sent after the one that set q's
+// figures. That is the next window, not a sliding one.
 func (q *statedQuota) cameBack(s Statement, sent, p int64) bool {
-	return q.stated && q.window <= p && sent != math.MinInt64 && sent > q.sent &&
-		q.raw >= 0 && s.Remaining-q.raw >= max(q.limit/2, 1)
+	if sent == math.MinInt64 || sent <= q.sent || q.raw < 0 {
+		return false
+	}
+	return q.stated && q.window <= p && s.Remaining-q.raw >= max(q.limit/2, 1) ||
+		q.truncates && s.Remaining > q.raw
 }
 
 // refill merges s, a statement of a quota that refills continuously (a
