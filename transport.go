@@ -274,6 +274,9 @@ type call struct {
 	// refusal's Elapsed counts from it.
 	began time.Duration
 	begun bool
+	// after is how long from now the next attempt's slot lies at the
+	// earliest: a retry's delay, until book takes it.
+	after time.Duration
 }
 
 // waiting notes that the call begins to wait at at (time since the
@@ -362,18 +365,21 @@ func (c *call) run() (*http.Response, error) {
 		}
 		last = setAside(resp)
 		c.body, c.fresh = body, fresh
-		if err := sleep(ctx, delay); err != nil {
-			closeBody(c.body)
-			return orLast(last, err)
-		}
+		c.after = delay
 		c.attempt++
 	}
 }
 
-// book reserves the call's units and waits for their slot.
+// book reserves the call's units and waits for their slot, no sooner
+// than c.after from now (a retry's delay). A limiter that books ahead
+// ([throttle.Deferrer]) books the retry at once, so that what the
+// attempt's answer taught it reaches it now: a redislimit learner carries
+// it with its next call, and a fleet's cut came a backoff late. Any
+// other waits the delay out first.
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
-	c.recorded, c.unheard = false, false
+	after := c.after
+	c.recorded, c.unheard, c.after = false, false, 0
 	c.due, c.late = 0, 0
 	if c.t.upstream != nil && !c.t.alone && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
@@ -383,27 +389,38 @@ func (c *call) book(ctx context.Context) error {
 		l = c.t.configured
 		c.unheard = c.costs == nil
 	}
+	if after > 0 && (l == nil || c.cost == 0 || c.costs != nil || !defers(l)) {
+		if err := sleep(ctx, after); err != nil {
+			return err
+		}
+		after = 0
+	}
 	if l == nil || c.cost == 0 {
 		c.waited(0)
 		return nil
 	}
+	delay := after // the retry's delay, booked ahead: not the limiter's wait
 	maxWait, byDeadline := c.t.maxWait, false
+	if maxWait >= 0 {
+		maxWait += delay // the max wait is for the limiter's wait, as after a delay slept out
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := max(time.Until(deadline), 0); maxWait < 0 || left < maxWait {
 			maxWait, byDeadline = left, true
 		}
 	}
-	r, err := c.reserve(ctx, l, maxWait)
+	r, err := c.reserve(ctx, l, after, maxWait)
 	var held time.Duration
 	for err == nil && r != nil && r.Held() {
 		// The record cannot place the units until answers on their way
 		// are in: nothing was booked; book again after the hold.
 		held += r.Delay
+		after = max(after-r.Delay, 0)
 		if maxWait >= 0 {
 			maxWait = max(maxWait-r.Delay, 0) // the holds count against the wait
 		}
 		if err = sleep(ctx, r.Delay); err == nil {
-			r, err = c.reserve(ctx, l, maxWait)
+			r, err = c.reserve(ctx, l, after, maxWait)
 		}
 	}
 	switch {
@@ -438,7 +455,7 @@ func (c *call) book(ctx context.Context) error {
 	}
 	var waited time.Duration
 	if timed {
-		waited = time.Since(c.t.epoch) - start + held
+		waited = max(time.Since(c.t.epoch)-start+held-delay, 0)
 	}
 	c.waited(waited)
 	return nil
