@@ -39,6 +39,16 @@ func TestAdaptiveStatedLimitReplacesTheEstimate(t *testing.T) {
 		{name: "reset as a delay: a bucket, starting at its limit per reset", give: requests(120, 50, 30*time.Second, 0), wantRate: 4},
 		{name: "limit 0 is unknown", give: requests(0, 5, time.Second, time.Second), wantRate: 1000},
 		{name: "remaining 1e18 and a reset years ahead are clamped", give: absolute(requests(120, 1e18, 24*365*time.Hour, 0)), wantRate: 120 / 60.0 * 0.97},
+		{
+			// Anthropic's RFC 3339 reset of a bucket of 30 a second, 33 ms
+			// off, with Reset counted from a Date a second coarse: the
+			// period is about the instant's 33 ms × 30 (at least a
+			// second), not 933 ms × 30 (the rate was 1.04/s).
+			name: "a refilling bucket's reset as an instant: the period from the instant",
+			give: throttle.Statement{Name: "q", Unit: throttle.UnitRequests, Limit: 30, Remaining: 29, Reset: 933 * time.Millisecond,
+				Absolute: true, Refills: true, ResetAt: epoch().Add(33 * time.Millisecond), Precision: time.Nanosecond},
+			wantRate: 30 * 0.97,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

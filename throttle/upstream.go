@@ -773,6 +773,14 @@ func (k *statedKey) refill(q *statedQuota, s Statement, a arrival, maxHold int64
 		return // an older view of the bucket, arrived late
 	}
 	d := int64(s.Reset)
+	if s.Absolute && !s.ResetAt.IsZero() && !a.wall.IsZero() {
+		// An instant (Anthropic's RFC 3339): on the record's clock, as
+		// ResetAt is. Reset counts from the response's Date, whole
+		// seconds, so it may be up to a second long, which the period
+		// below multiplies by L/(L−R): 33 ms read as 933 ms made a bucket
+		// of 30 a second one of 30 in 28 s.
+		d = min(max(int64(s.ResetAt.Sub(a.wall)-s.Precision), 0), d)
+	}
 	if q.limit > 0 && s.Remaining >= 0 && s.Remaining < q.limit && d > q.longestR {
 		// The longest reset gives the finest estimate: reset and
 		// remaining are rounded by a millisecond and a unit at most.
