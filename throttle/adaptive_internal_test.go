@@ -48,6 +48,9 @@ const (
 	// phase, stating what sethvargo/go-limiter states: the limit, what is
 	// left, and the window's end truncated to the second, as an instant.
 	simWindow
+	// simWindowDelay is simWindow stating its end as a delay in whole
+	// seconds, rounded up (X-RateLimit-Reset: 1).
+	simWindowDelay
 )
 
 // simResult counts per 100 ms.
@@ -85,7 +88,7 @@ func simulate(c simConfig) simResult {
 				hidden = float64(h)
 			}
 		}
-		if c.headers == simWindow {
+		if c.headers == simWindow || c.headers == simWindowDelay {
 			for ; c.others > 0 && otherNext <= now; otherNext += time.Duration(float64(time.Second) / c.others) {
 				roll(otherNext)
 				if used < c.hidden {
@@ -99,6 +102,10 @@ func simulate(c simConfig) simResult {
 				used++
 			}
 			end := c.phase + window*time.Second
+			if c.headers == simWindowDelay {
+				reset := (end - now + time.Second - 1) / time.Second * time.Second
+				return ok, []Statement{{Name: "x-ratelimit", Unit: UnitRequests, Limit: c.hidden, Remaining: c.hidden - used, Reset: reset}}
+			}
 			reset := max(end.Truncate(time.Second)-now.Truncate(time.Second), 0) // both truncated, as an HTTP-date and Date are
 			return ok, []Statement{{Name: "x-ratelimit", Unit: UnitRequests, Limit: c.hidden, Remaining: c.hidden - used, Reset: reset, Absolute: true}}
 		}

@@ -105,6 +105,10 @@ func TestAdaptiveFollowsStatedQuota(t *testing.T) {
 		{name: "window 48/s, phase 370 ms", giveHeaders: simWindow, giveHidden: 48, givePhase: 370 * time.Millisecond, giveSeed: 2},
 		{name: "window 48/s, phase 990 ms", giveHeaders: simWindow, giveHidden: 48, givePhase: 990 * time.Millisecond, giveSeed: 3},
 		{name: "window 500/s, phase 500 ms", giveHeaders: simWindow, giveHidden: 500, givePhase: 500 * time.Millisecond, giveSeed: 4},
+		// Steered as a bucket, what remains fell all window long and the
+		// rate with it: 31-36% used before the window was told.
+		{name: "window 30/s, reset a delay", giveHeaders: simWindowDelay, giveHidden: 30, giveSeed: 1},
+		{name: "window 48/s, phase 370 ms, reset a delay", giveHeaders: simWindowDelay, giveHidden: 48, givePhase: 370 * time.Millisecond, giveSeed: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
