@@ -81,10 +81,17 @@ func (w *FixedWindow) Window() time.Duration { return w.window }
 // window (the counter's weighting works in 128 bits, see mulDiv), so only
 // the window itself, tolerance included, is bounded: a daily limit of a
 // billion units is fine.
+// maxWindowLimit is the most units a window limiter takes per window:
+// counts run up in int64 (the sliding log's overflowed near MaxInt and
+// panicked) and, through Redis, in doubles, exact to 2^53.
+const maxWindowLimit = 1 << 53
+
 func checkWindow(limit int, window, tol time.Duration) error {
 	switch {
 	case limit < 1:
 		return fmt.Errorf("throttle: limit must be at least 1, got %d", limit)
+	case limit > maxWindowLimit:
+		return fmt.Errorf("throttle: limit %d is above 2^53, the most a window counts exactly", limit)
 	case window <= 0:
 		return fmt.Errorf("throttle: window must be positive, got %v", window)
 	case int64(window) > maxSpan:

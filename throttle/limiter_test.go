@@ -47,6 +47,12 @@ func TestConstructorsRejectBadInput(t *testing.T) {
 		{name: "WithMaxKeys zero", giveNew: newLB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(0)), wantErrs: []string{"WithMaxKeys", "0"}},
 		{name: "WithMaxKeys negative", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithMaxKeys(-1)), wantErrs: []string{"WithMaxKeys", "-1"}},
 		{name: "negative tolerance", giveNew: newTB(throttle.PerSecond(1), 1, throttle.WithTolerance(-time.Millisecond)), wantErrs: []string{"WithTolerance", "-1ms"}},
+		{name: "window limit above 2^53", giveNew: func() error {
+			// The sliding log's count overflowed near MaxInt and panicked.
+			sw, err := throttle.NewSlidingWindow(math.MaxInt, time.Hour)
+			assert.Nil(t, sw)
+			return err
+		}, wantErrs: []string{"limit", "9223372036854775807", "2^53"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

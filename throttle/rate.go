@@ -40,7 +40,11 @@ func (r Rate) Interval() (time.Duration, error) {
 
 func (r Rate) interval() time.Duration {
 	n := time.Duration(r.N)
-	return (r.Per + n - 1) / n
+	q := r.Per / n // rounded up below: Per + N − 1 overflowed for a Per near its maximum
+	if r.Per%n != 0 {
+		q++
+	}
+	return q
 }
 
 func (r Rate) validate() error {

@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -46,6 +47,9 @@ func TestRateInterval(t *testing.T) {
 		{name: "one nanosecond", give: throttle.PerSecond(1e9), want: time.Nanosecond},
 		{name: "just above a nanosecond", give: throttle.Rate{N: 999_999_999, Per: time.Second}, want: 2 * time.Nanosecond},
 		{name: "per day", give: throttle.PerDay(10_000), want: 8640 * time.Millisecond},
+		// Per + N − 1 overflowed: −1281023h, and a bucket at that rate
+		// admitted every unit at once.
+		{name: "Per near its maximum", give: throttle.Rate{N: 2, Per: math.MaxInt64}, want: math.MaxInt64/2 + 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -379,6 +379,8 @@ func TestBadConfig(t *testing.T) {
 		{"burst 0", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 0); return err }, "burst"},
 		{"negative capacity", func() error { _, err := NewLeakyBucket(rdb, throttle.PerSecond(1), -1); return err }, "capacity"},
 		{"limit 0", func() error { _, err := NewSlidingWindowCounter(rdb, 0, time.Second); return err }, "limit"},
+		// The scripts count in doubles: Remaining came back as MinInt64.
+		{"limit above 2^53", func() error { _, err := NewFixedWindow(rdb, math.MaxInt, time.Hour); return err }, "limit 9223372036854775807 is above 2^53"},
 		{"zero window", func() error { _, err := NewSlidingWindow(rdb, 1, 0); return err }, "window"},
 		{"tolerance past window", func() error { _, err := NewFixedWindow(rdb, 1, time.Second, WithTolerance(time.Second)); return err }, "WithTolerance"},
 		{"negative tolerance", func() error { _, err := NewTokenBucket(rdb, throttle.PerSecond(1), 1, WithTolerance(-1)); return err }, "WithTolerance"},

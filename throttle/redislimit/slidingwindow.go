@@ -49,6 +49,11 @@ func windowLimit(algo string, perWindow int, window time.Duration, opts []Option
 	if perWindow < 1 {
 		return limit{}, config{}, fmt.Errorf("redislimit: limit must be at least 1, got %d", perWindow)
 	}
+	if perWindow > 1<<53 {
+		// The scripts count in doubles: a count past 2^53 came back as
+		// Remaining -9223372036854775808.
+		return limit{}, config{}, fmt.Errorf("redislimit: limit %d is above 2^53, the most a window counts exactly", perWindow)
+	}
 	if window <= 0 {
 		return limit{}, config{}, fmt.Errorf("redislimit: window must be positive, got %v", window)
 	}
