@@ -386,9 +386,12 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	if err != nil {
 		return nil, err
 	}
-	slot := max(now+int64(max(after, 0)), k.tat, k.paused)
+	slot := max(now+min(int64(max(after, 0)), maxSpan), k.tat, k.paused)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, 0), nil
+	}
+	if slot-now > maxSpan {
+		return nil, tooFarAhead(key)
 	}
 	b := &adaptiveBooking{a: a, k: k, slot: slot, n: n}
 	k.tat = slot + k.cost(n)
@@ -409,7 +412,7 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 
 // cost returns the spacing n units take at k's rate.
 func (k *adaptiveKey) cost(n int) int64 {
-	return int64(math.Ceil(float64(n) * 1e9 / k.rate))
+	return int64(min(math.Ceil(float64(n)*1e9/k.rate), maxSpan)) // a float past int64 converts to MinInt64
 }
 
 // adaptiveBooking is the [Booking] of an Adaptive reservation. Its slot

@@ -247,6 +247,9 @@ func (k *engine[S, A]) reserve(ctx context.Context, key string, n int, after, ma
 	if wait := pastMaxWait(slot-now, maxWait); wait > 0 {
 		return refused(key, time.Duration(wait), k.alg.left(&e.s, now)), nil
 	}
+	if slot-now > maxSpan {
+		return nil, tooFarAhead(key)
+	}
 	// One allocation holds the Reservation and its claim.
 	rc := new(struct {
 		r Reservation

@@ -238,3 +238,34 @@ func TestReserveAfterExtremes(t *testing.T) {
 		})
 	}
 }
+
+// TestBookingFarAheadIsAnError: callers with no max wait can push a key's
+// schedule ever further ahead; past maxSpan (some 36 years) a booking is
+// an error, not a slot past int64 nanoseconds, which wrapped and went at
+// once (a bucket of one unit per 30 years, the eleventh booking; an
+// Adaptive booked 2^40 units, the next one).
+func TestBookingFarAheadIsAnError(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := throttle.WithClock(func() time.Time { return now })
+	ctx := context.Background()
+	tb, err := throttle.NewTokenBucket(throttle.Rate{N: 1, Per: 10 * 365 * 24 * time.Hour}, 1, clock)
+	require.NoError(t, err)
+	prev := time.Duration(-1)
+	for i := 0; ; i++ {
+		r, err := tb.Reserve(ctx, "k", 1, -1)
+		if err != nil {
+			assert.ErrorContains(t, err, `key "k" is booked more than`)
+			assert.Equal(t, 4, i, "three decades booked, the fifth is past 36 years")
+			break
+		}
+		require.True(t, r.OK)
+		assert.Greater(t, r.Delay, prev, "booking %d", i)
+		prev = r.Delay
+	}
+	a, err := throttle.NewAdaptive(throttle.PerSecond(1), clock)
+	require.NoError(t, err)
+	_, err = a.Reserve(ctx, "k", 1<<40, -1)
+	require.NoError(t, err)
+	_, err = a.Reserve(ctx, "k", 1, -1)
+	assert.ErrorContains(t, err, `key "k" is booked more than`)
+}

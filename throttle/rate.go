@@ -93,6 +93,14 @@ func shortDuration(d time.Duration) string {
 // that sums of a few of them never overflow int64 nanoseconds.
 const maxSpan = math.MaxInt64 / 8
 
+// tooFarAhead is the error of a booking whose slot would lie more than
+// maxSpan ahead: callers with no max wait booked a key of a bucket of one
+// unit per 30 years ten times over, and the eleventh, past int64
+// nanoseconds, went at once.
+func tooFarAhead(key string) error {
+	return fmt.Errorf("throttle: key %q is booked more than %v ahead", key, time.Duration(maxSpan))
+}
+
 // span returns n×d, or an error naming field when it would overflow.
 func span(field string, n int, d time.Duration) (int64, error) {
 	if n > 0 && int64(d) > maxSpan/int64(n) {

@@ -403,9 +403,12 @@ func (a *Adaptive) reserve(ctx context.Context, key string, n int, after, maxWai
 	if err != nil {
 		return nil, nil, err
 	}
-	delay := time.Duration(f[1]) * time.Microsecond
+	delay := time.Duration(min(f[1], maxAheadMicros)) * time.Microsecond
 	if f[0] == 0 {
 		return throttle.Refused(delay, 0), nil, nil
+	}
+	if f[1] > maxAheadMicros {
+		return nil, nil, tooFarAhead(key)
 	}
 	b := &adaptiveBooking{a: a, key: key, v: v, seq: f[3], born: born, gen: gen, slot: f[2], due: arrived + int64(delay)}
 	return throttle.NewReservation(b, delay, 0), b, nil

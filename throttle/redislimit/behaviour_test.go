@@ -505,3 +505,34 @@ func TestUnexpectedReplyIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// TestBookingFarAheadIsAnError: past about 36 years ahead, as in process,
+// a booking is an error: the script's slots are doubles, and the delay
+// in nanoseconds came back negative (a bucket of one unit per 30 years,
+// the eleventh booking; an Adaptive booked 2^40 units, the next one).
+func TestBookingFarAheadIsAnError(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	ctx := context.Background()
+	tb, err := NewTokenBucket(s.client(t), throttle.Rate{N: 1, Per: 10 * 365 * 24 * time.Hour}, 1, c.option())
+	require.NoError(t, err)
+	closeAll(t, tb)
+	prev := time.Duration(-1)
+	for i := 0; ; i++ {
+		r, err := tb.Reserve(ctx, "k", 1, -1)
+		if err != nil {
+			assert.ErrorContains(t, err, `key "k" is booked more than`)
+			assert.Equal(t, 4, i, "three decades booked, the fifth is past 36 years")
+			break
+		}
+		require.True(t, r.OK)
+		assert.Greater(t, r.Delay, prev, "booking %d", i)
+		prev = r.Delay
+	}
+	a := newAdaptive(t, s, c)
+	_, err = a.Reserve(ctx, "k", 1<<40, -1)
+	require.NoError(t, err)
+	_, err = a.Reserve(ctx, "k", 1, -1)
+	assert.ErrorContains(t, err, `key "k" is booked more than`)
+}

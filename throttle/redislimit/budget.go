@@ -232,6 +232,18 @@ const maxPause = time.Duration(math.MaxInt64 / 8)
 
 // micros converts d, clamped to [0, maxPause], to whole microseconds,
 // rounding up.
+// maxAheadMicros is how far ahead a slot may lie, as in process (about
+// 36 years): callers with no max wait pushed a key's schedule past int64
+// nanoseconds, and the delay came back negative.
+const maxAheadMicros = math.MaxInt64 / 8 / int64(time.Microsecond)
+
+// tooFarAhead is the error of a booking past maxAheadMicros. The units
+// stay booked that far ahead, where they hold nothing anyone will wait
+// for.
+func tooFarAhead(key string) error {
+	return fmt.Errorf("redislimit: key %q is booked more than %v ahead", key, time.Duration(maxAheadMicros)*time.Microsecond)
+}
+
 func micros(d time.Duration) int64 {
 	d = min(max(d, 0), maxPause)
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
@@ -294,10 +306,13 @@ func (b *budget) reserveCosts(ctx context.Context, key string, n int, costs, par
 	ok, delay, left, epoch, shifted, slot := f[0], f[1], f[2], f[3], f[4], f[5]
 	if ok == 0 {
 		b.client.pauses.learn(ks[0], epoch, shifted, false)
-		return throttle.Refused(time.Duration(delay)*time.Microsecond, int(left)), nil, nil
+		return throttle.Refused(time.Duration(min(delay, maxAheadMicros))*time.Microsecond, int(left)), nil, nil
 	}
 	if len(a) != 6+len(b.limits) {
 		return nil, nil, fmt.Errorf("redislimit: unexpected reply to reserve: %d values, want %d", len(a), 6+len(b.limits))
+	}
+	if delay > maxAheadMicros {
+		return nil, nil, tooFarAhead(key)
 	}
 	bk := &booking{budget: b, key: key, epoch: epoch, shifted: shifted, slot: slot, costs: costs}
 	bk.tokens = bk.one.tokens[:]
