@@ -390,7 +390,7 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, 0), nil
 	}
-	if slot-now > maxSpan {
+	if slot-now > maxAhead {
 		return nil, tooFarAhead(key)
 	}
 	b := &adaptiveBooking{a: a, k: k, slot: slot, n: n}

@@ -247,7 +247,7 @@ func (k *engine[S, A]) reserve(ctx context.Context, key string, n int, after, ma
 	if wait := pastMaxWait(slot-now, maxWait); wait > 0 {
 		return refused(key, time.Duration(wait), k.alg.left(&e.s, now)), nil
 	}
-	if slot-now > maxSpan {
+	if slot-now > maxAhead {
 		return nil, tooFarAhead(key)
 	}
 	// One allocation holds the Reservation and its claim.

@@ -93,12 +93,16 @@ func shortDuration(d time.Duration) string {
 // that sums of a few of them never overflow int64 nanoseconds.
 const maxSpan = math.MaxInt64 / 8
 
+// maxAhead is how far ahead a slot may lie (about 73 years): beyond a
+// pause of maxSpan, a span more. Callers with no max wait booked a key of
+// a bucket of one unit per 30 years ten times over, and the eleventh,
+// past int64 nanoseconds, went at once.
+const maxAhead = 2 * maxSpan
+
 // tooFarAhead is the error of a booking whose slot would lie more than
-// maxSpan ahead: callers with no max wait booked a key of a bucket of one
-// unit per 30 years ten times over, and the eleventh, past int64
-// nanoseconds, went at once.
+// maxAhead ahead.
 func tooFarAhead(key string) error {
-	return fmt.Errorf("throttle: key %q is booked more than %v ahead", key, time.Duration(maxSpan))
+	return fmt.Errorf("throttle: key %q is booked more than %v ahead", key, time.Duration(maxAhead))
 }
 
 // span returns n×d, or an error naming field when it would overflow.

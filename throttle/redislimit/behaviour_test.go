@@ -506,7 +506,7 @@ func TestUnexpectedReplyIsAnError(t *testing.T) {
 	}
 }
 
-// TestBookingFarAheadIsAnError: past about 36 years ahead, as in process,
+// TestBookingFarAheadIsAnError: past about 73 years ahead, as in process,
 // a booking is an error: the script's slots are doubles, and the delay
 // in nanoseconds came back negative (a bucket of one unit per 30 years,
 // the eleventh booking; an Adaptive booked 2^40 units, the next one).
@@ -523,7 +523,7 @@ func TestBookingFarAheadIsAnError(t *testing.T) {
 		r, err := tb.Reserve(ctx, "k", 1, -1)
 		if err != nil {
 			assert.ErrorContains(t, err, `key "k" is booked more than`)
-			assert.Equal(t, 4, i, "three decades booked, the fifth is past 36 years")
+			assert.Equal(t, 8, i, "seven decades booked, the ninth is past 73 years")
 			break
 		}
 		require.True(t, r.OK)

@@ -233,9 +233,10 @@ const maxPause = time.Duration(math.MaxInt64 / 8)
 // micros converts d, clamped to [0, maxPause], to whole microseconds,
 // rounding up.
 // maxAheadMicros is how far ahead a slot may lie, as in process (about
-// 36 years): callers with no max wait pushed a key's schedule past int64
-// nanoseconds, and the delay came back negative.
-const maxAheadMicros = math.MaxInt64 / 8 / int64(time.Microsecond)
+// 73 years: a pause clamped to 36, and as much again): callers with no
+// max wait pushed a key's schedule past int64 nanoseconds, and the delay
+// came back negative.
+const maxAheadMicros = math.MaxInt64 / 4 / int64(time.Microsecond)
 
 // tooFarAhead is the error of a booking past maxAheadMicros. The units
 // stay booked that far ahead, where they hold nothing anyone will wait
