@@ -177,7 +177,9 @@ func NewClient(opts ...Option) *http.Client {
 //     replayed, sets the response aside (reading at most 64 KiB of its
 //     body into memory, so that its connection is freed) and tries again
 //     from step 3 after the server's delay, or after a local backoff that
-//     delays this request only.
+//     delays this request only. A limiter that books ahead
+//     ([throttle.Deferrer]) books the retry at once, its slot no sooner
+//     than the delay, so that what the answer taught it counts now.
 //
 // A response that arrived is never turned into an error: when a retry
 // cannot be made (its slot lies beyond the max wait or the deadline, the
