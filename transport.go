@@ -276,9 +276,6 @@ type call struct {
 	// refusal's Elapsed counts from it.
 	began time.Duration
 	begun bool
-	// after is how long from now the next attempt's slot lies at the
-	// earliest: a retry's delay, until book takes it.
-	after time.Duration
 }
 
 // waiting notes that the call begins to wait at at (time since the
@@ -331,8 +328,9 @@ func (c *call) acquire() (held, error) {
 func (c *call) run() (*http.Response, error) {
 	ctx := c.req.Context()
 	var last *http.Response // set aside while its retry is tried
+	var after time.Duration // the retry's delay: its slot lies no sooner
 	for {
-		if err := c.book(ctx); err != nil {
+		if err := c.book(ctx, after); err != nil {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
@@ -367,21 +365,20 @@ func (c *call) run() (*http.Response, error) {
 		}
 		last = setAside(resp)
 		c.body, c.fresh = body, fresh
-		c.after = delay
+		after = delay
 		c.attempt++
 	}
 }
 
 // book reserves the call's units and waits for their slot, no sooner
-// than c.after from now (a retry's delay). A limiter that books ahead
+// than after from now (a retry's delay). A limiter that books ahead
 // ([throttle.Deferrer]) books the retry at once, so that what the
 // attempt's answer taught it reaches it now: a redislimit learner carries
 // it with its next call, and a fleet's cut came a backoff late. Any
 // other waits the delay out first.
-func (c *call) book(ctx context.Context) error {
+func (c *call) book(ctx context.Context, after time.Duration) error {
 	l := c.t.limiter
-	after := c.after
-	c.recorded, c.unheard, c.after = false, false, 0
+	c.recorded, c.unheard = false, false
 	c.due, c.late = 0, 0
 	if c.t.upstream != nil && !c.t.alone && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead

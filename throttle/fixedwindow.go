@@ -76,16 +76,16 @@ func (w *FixedWindow) Limit() int { return w.limit }
 // Window returns the length of a window.
 func (w *FixedWindow) Window() time.Duration { return w.window }
 
-// checkWindow validates the arguments shared by the windowed limiters,
-// whose window is lengthened by tol. No algorithm multiplies limit by the
-// window (the counter's weighting works in 128 bits, see mulDiv), so only
-// the window itself, tolerance included, is bounded: a daily limit of a
-// billion units is fine.
 // maxWindowLimit is the most units a window limiter takes per window:
 // counts run up in int64 (the sliding log's overflowed near MaxInt and
 // panicked) and, through Redis, in doubles, exact to 2^53.
 const maxWindowLimit = 1 << 53
 
+// checkWindow validates the arguments shared by the windowed limiters,
+// whose window is lengthened by tol. No algorithm multiplies limit by the
+// window (the counter's weighting works in 128 bits, see mulDiv), so only
+// the window itself, tolerance included, is bounded: a daily limit of a
+// billion units is fine.
 func checkWindow(limit int, window, tol time.Duration) error {
 	switch {
 	case limit < 1:

@@ -736,13 +736,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	return true
 }
 
-// cameBack reports whether s, answering a request sent at sent, states
-// the window after q's although its reset lies within the precision p of
-// q's: q's window is stated and no longer than p (IETF w=1 with t rounded
-// up to 1), or its resets are whole-second delays cut down (truncates: a
-// window of a second states "0" all through), and what is left came back
-// by half the limit for a request sent after the one that set q's
-// figures. That is the next window, not a sliding one.
+// cameBack reports whether s, answering a request sent after the one
+// that set q's figures, states the window after q's although its reset
+// lies within the precision p of q's: q's window is stated and no longer
+// than p (IETF w=1 with t rounded up to 1) and what is left came back by
+// half the limit; or its resets are whole-second delays cut down
+// (truncates: a window of a second states "0" all through) and what is
+// left came back at all. That is the next window, not a sliding one.
 func (q *statedQuota) cameBack(s Statement, sent, p int64) bool {
 	if sent == math.MinInt64 || sent <= q.sent || q.raw < 0 {
 		return false

@@ -230,8 +230,6 @@ func (b *budget) AllowN(ctx context.Context, key string, n int) (bool, error) {
 // script's doubles on top of the Unix time in microseconds.
 const maxPause = time.Duration(math.MaxInt64 / 8)
 
-// micros converts d, clamped to [0, maxPause], to whole microseconds,
-// rounding up.
 // maxAheadMicros is how far ahead a slot may lie, as in process (about
 // 73 years: a pause clamped to 36, and as much again): callers with no
 // max wait pushed a key's schedule past int64 nanoseconds, and the delay
@@ -245,6 +243,8 @@ func tooFarAhead(key string) error {
 	return fmt.Errorf("redislimit: key %q is booked more than %v ahead", key, time.Duration(maxAheadMicros)*time.Microsecond)
 }
 
+// micros converts d, clamped to [0, maxPause], to whole microseconds,
+// rounding up.
 func micros(d time.Duration) int64 {
 	d = min(max(d, 0), maxPause)
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
