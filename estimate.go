@@ -137,15 +137,11 @@ func (c *call) price() error {
 	return nil
 }
 
-// reserve books the call's units for one attempt, no sooner than after
-// from now (l then is a [throttle.Deferrer]: see book): its cost on the
+// reserve books the call's units for one attempt: its cost on the
 // limiter l (the configured one alone, or beside the upstream record),
 // or with WithEstimate its costs per part on the configured limiter.
-func (c *call) reserve(ctx context.Context, l throttle.Limiter, after, maxWait time.Duration) (*throttle.Reservation, error) {
+func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Duration) (*throttle.Reservation, error) {
 	if c.costs == nil {
-		if after > 0 {
-			return l.(throttle.Deferrer).ReserveAfter(ctx, c.key, c.cost, after, maxWait) // book checked defers(l)
-		}
 		return l.Reserve(ctx, c.key, c.cost, maxWait)
 	}
 	r, err := c.reserveParts(ctx, maxWait)

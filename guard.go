@@ -46,16 +46,6 @@ func (g guard) Reserve(ctx context.Context, key string, n int, maxWait time.Dura
 	return g.check(g.l.Reserve(ctx, key, n, maxWait))
 }
 
-// defers reports whether l books no earlier than a delay it is given
-// ([throttle.Deferrer]): a guard only when the limiter it checks does.
-func defers(l throttle.Limiter) bool {
-	if g, ok := l.(guard); ok {
-		l = g.l
-	}
-	_, ok := l.(throttle.Deferrer)
-	return ok
-}
-
 // ReserveAfter implements [throttle.Deferrer]; without it, l books as
 // early as it can.
 func (g guard) ReserveAfter(ctx context.Context, key string, n int, after, maxWait time.Duration) (*throttle.Reservation, error) {

@@ -177,9 +177,7 @@ func NewClient(opts ...Option) *http.Client {
 //     replayed, sets the response aside (reading at most 64 KiB of its
 //     body into memory, so that its connection is freed) and tries again
 //     from step 3 after the server's delay, or after a local backoff that
-//     delays this request only. A limiter that books ahead
-//     ([throttle.Deferrer]) books the retry at once, its slot no sooner
-//     than the delay, so that what the answer taught it counts now.
+//     delays this request only.
 //
 // A response that arrived is never turned into an error: when a retry
 // cannot be made (its slot lies beyond the max wait or the deadline, the
@@ -328,9 +326,8 @@ func (c *call) acquire() (held, error) {
 func (c *call) run() (*http.Response, error) {
 	ctx := c.req.Context()
 	var last *http.Response // set aside while its retry is tried
-	var after time.Duration // the retry's delay: its slot lies no sooner
 	for {
-		if err := c.book(ctx, after); err != nil {
+		if err := c.book(ctx); err != nil {
 			closeBody(c.body)
 			return orLast(last, err)
 		}
@@ -365,18 +362,21 @@ func (c *call) run() (*http.Response, error) {
 		}
 		last = setAside(resp)
 		c.body, c.fresh = body, fresh
-		after = delay
+		// The delay is slept out before the retry books: booked at once
+		// for a slot that far ahead, it held back every caller booked
+		// after it on a limiter that never hands out an earlier slot
+		// after a later one, where a local backoff delays this request
+		// only, and a Retry-After above MaxPause held the key past it.
+		if err := sleep(ctx, delay); err != nil {
+			closeBody(c.body)
+			return orLast(last, err)
+		}
 		c.attempt++
 	}
 }
 
-// book reserves the call's units and waits for their slot, no sooner
-// than after from now (a retry's delay). A limiter that books ahead
-// ([throttle.Deferrer]) books the retry at once, so that what the
-// attempt's answer taught it reaches it now: a redislimit learner carries
-// it with its next call, and a fleet's cut came a backoff late. Any
-// other waits the delay out first.
-func (c *call) book(ctx context.Context, after time.Duration) error {
+// book reserves the call's units and waits for their slot.
+func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
 	c.recorded, c.unheard = false, false
 	c.due, c.late = 0, 0
@@ -388,38 +388,27 @@ func (c *call) book(ctx context.Context, after time.Duration) error {
 		l = c.t.configured
 		c.unheard = c.costs == nil
 	}
-	if after > 0 && (l == nil || c.cost == 0 || c.costs != nil || !defers(l)) {
-		if err := sleep(ctx, after); err != nil {
-			return err
-		}
-		after = 0
-	}
 	if l == nil || c.cost == 0 {
 		c.waited(0)
 		return nil
 	}
-	delay := after // the retry's delay, booked ahead: not the limiter's wait
 	maxWait, byDeadline := c.t.maxWait, false
-	if maxWait >= 0 {
-		maxWait += delay // the max wait is for the limiter's wait, as after a delay slept out
-	}
 	if deadline, ok := ctx.Deadline(); ok {
 		if left := max(time.Until(deadline), 0); maxWait < 0 || left < maxWait {
 			maxWait, byDeadline = left, true
 		}
 	}
-	r, err := c.reserve(ctx, l, after, maxWait)
+	r, err := c.reserve(ctx, l, maxWait)
 	var held time.Duration
 	for err == nil && r != nil && r.Held() {
 		// The record cannot place the units until answers on their way
 		// are in: nothing was booked; book again after the hold.
 		held += r.Delay
-		after = max(after-r.Delay, 0)
 		if maxWait >= 0 {
 			maxWait = max(maxWait-r.Delay, 0) // the holds count against the wait
 		}
 		if err = sleep(ctx, r.Delay); err == nil {
-			r, err = c.reserve(ctx, l, after, maxWait)
+			r, err = c.reserve(ctx, l, maxWait)
 		}
 	}
 	switch {
@@ -454,7 +443,7 @@ func (c *call) book(ctx context.Context, after time.Duration) error {
 	}
 	var waited time.Duration
 	if timed {
-		waited = max(time.Since(c.t.epoch)-start+held-delay, 0)
+		waited = time.Since(c.t.epoch) - start + held
 	}
 	c.waited(waited)
 	return nil
