@@ -11,8 +11,8 @@ import (
 // maxDrain is how much of a response's body is read into memory before a
 // retry: a discarded response is drained that far so that its connection
 // can be reused, and a response set aside is kept in memory up to that
-// size. A longer body is closed unread when discarded (which costs the
-// connection, not a wait), and keeps its connection while set aside.
+// size. The rest of a longer body is closed unread, which costs the
+// connection, not a wait (see [ErrBodyCut]).
 const maxDrain = 64 << 10
 
 // releaseBody is a response body that gives back its request's queue slot
@@ -71,29 +71,34 @@ func holdSlot(ctx context.Context, resp *http.Response, slot held) {
 }
 
 // setAside makes resp safe to hold while a retry is tried, and perhaps to
-// return later: a body shorter than maxDrain bytes is read into memory and
-// its connection freed. A longer body, or one that fails on read, keeps
-// what was read in front of the rest, and holds its connection until it is
-// discarded or returned.
+// return later: its body, up to maxDrain bytes, is read into memory, and
+// closed, so that its connection is free for the retry. A longer body
+// reads its first maxDrain bytes and then fails with [ErrBodyCut]; one
+// that failed on read, what was read and then that error. Held open, a
+// longer body kept its connection until the retry's answer came, and a
+// base Transport with MaxConnsPerHost of 1 never sent the retry: the call
+// hung until its context ended (found by a user's test).
 func setAside(resp *http.Response) *http.Response {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return resp
 	}
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain))
-	if err == nil && len(buf) < maxDrain {
-		_ = resp.Body.Close()
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
+	_ = resp.Body.Close()
+	switch {
+	case err == nil && len(buf) <= maxDrain:
 		resp.Body = io.NopCloser(bytes.NewReader(buf))
-		return resp
+	case err == nil:
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf[:maxDrain]), failReader{ErrBodyCut}))
+	default:
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(buf), failReader{err}))
 	}
-	resp.Body = readCloser{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
 	return resp
 }
 
-// readCloser joins a Reader and a Closer.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
+// failReader is a Reader that fails with err.
+type failReader struct{ err error }
+
+func (r failReader) Read([]byte) (int, error) { return 0, r.err }
 
 // discard drains a bounded amount of resp's body and closes it. A nil resp
 // is left alone.

@@ -33,3 +33,10 @@ func (e *notSentError) Unwrap() error { return e.err }
 
 // errNotReplayable stops a retry whose body cannot be read again.
 var errNotReplayable = errors.New("egress: request body cannot be replayed: GetBody is nil")
+
+// ErrBodyCut is the error a response's body fails with after its first
+// 64 KiB when the response was set aside for a retry and then returned
+// after all (the retry could not be made, or the policy's attempts ran
+// out): the rest was closed unread before the retry, so that the retry
+// could have the connection.
+var ErrBodyCut = errors.New("egress: the body of a response set aside for a retry was cut at 64 KiB to free its connection")

@@ -175,7 +175,9 @@ func NewClient(opts ...Option) *http.Client {
 //     caller of the limiter, for at most the policy's MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
 //     replayed, sets the response aside (reading at most 64 KiB of its
-//     body into memory, so that its connection is freed) and tries again
+//     body into memory and closing it, so that its connection is freed;
+//     returned after all, a longer body fails with [ErrBodyCut] after
+//     those 64 KiB) and tries again
 //     from step 3 after the server's delay, or after a local backoff that
 //     delays this request only.
 //
