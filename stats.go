@@ -16,8 +16,10 @@ type Stats struct {
 	// again, including those returned after all when the retry could not
 	// be made.
 	Retries uint64
-	// Refused is the number of requests the Transport failed instead of
-	// sending: queue full, limit exceeded, or limiter error.
+	// Refused is the number of attempts the Transport refused to send:
+	// queue full, limit exceeded, or limiter error. A refused retry counts
+	// too, although RoundTrip then returns the response that the retry
+	// was for (as [Observer].Refused reports it).
 	Refused uint64
 	// Pauses is the number of times a response paused its key.
 	Pauses uint64

@@ -96,8 +96,10 @@ func parseValue(v string, now time.Time) (time.Duration, bool) {
 // whose Age is above 0. Retry-After is not.
 //
 // Malformed values are ignored. When a field appears more than once, as
-// several lines or a comma-separated list, the values are never summed: the
-// longest delay and the lowest remaining win. When several quotas are
+// several lines, or a rate-limit field as a comma-separated list, the
+// values are never summed: the longest delay and the lowest remaining win.
+// Retry-After holds one value: an HTTP-date has a comma of its own, so a
+// list ("5, 30") is malformed. When several quotas are
 // exhausted, the longest reset wins, since all of them must return.
 //
 // The result is never negative and never above [MaxDelayValue].
