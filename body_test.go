@@ -398,3 +398,25 @@ func TestSlotReleasedExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPanicReleasesTheSlot checks that a panic under RoundTrip (here in
+// the base RoundTripper) gives the queue slot back as it unwinds.
+func TestPanicReleasesTheSlot(t *testing.T) {
+	q := newQueue(t, 1, 0)
+	var calls atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return respond(req, http.StatusOK), nil
+	})
+	tr := egress.NewTransport(base, egress.WithQueue(q))
+	func() {
+		defer func() { assert.Equal(t, "boom", recover()) }()
+		_, _ = tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	}()
+	assert.Zero(t, q.Stats().InFlight, "the slot came back")
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	require.NoError(t, err)
+	drainClose(t, resp)
+}

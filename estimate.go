@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -156,22 +157,49 @@ func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Dur
 // statement decides, not the one known when the parts were booked: a
 // booking made a second ahead would not see what another client spends
 // meanwhile. Without WithEstimate, the record is booked with the
-// configured limiter, at one slot.
-func (c *call) gate(ctx context.Context) error {
+// configured limiter, at one slot. The record's slot must lie within
+// maxWait (negative: no bound), what is left of the call's max wait or
+// deadline (byDeadline), or the call is refused; either way, an attempt
+// the gate stops gives its parts back (unbook).
+func (c *call) gate(ctx context.Context, maxWait time.Duration, byDeadline bool) error {
 	t := c.t
 	if c.costs == nil || t.upstream == nil || !t.upstream.Heard() {
 		return nil
 	}
-	g, err := t.upstream.ReserveUnits(ctx, c.key, 1, c.units(), 0, -1)
+	g, err := t.upstream.ReserveUnits(ctx, c.key, 1, c.units(), 0, maxWait)
 	if err != nil {
+		c.unbook(ctx)
 		return err
 	}
+	if !g.OK {
+		c.unbook(ctx)
+		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: g.Delay, Deadline: byDeadline})
+	}
 	c.recorded = true
-	if err := sleep(ctx, g.Delay); err != nil {
-		cancelDetached(ctx, g)
+	if err := g.Wait(ctx); err != nil {
+		c.unbook(ctx)
+		var le *throttle.LimitError
+		if errors.As(err, &le) {
+			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
+		}
 		return err
 	}
 	return nil
+}
+
+// unbook gives back the parts' units of an attempt that will not be
+// sent. Their Wait has returned, after which Cancel gives nothing back,
+// so they are settled at 0: without it, every call its context ended in
+// the gate kept its whole estimate (a request never sent, with no
+// response to Settle).
+func (c *call) unbook(ctx context.Context) {
+	if c.booked == nil {
+		return
+	}
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), throttle.CancelTimeout)
+	defer stop()
+	_ = c.booked.Settle(ctx, make([]int, len(c.costs))...)
+	c.booked = nil
 }
 
 // reserveParts books c.costs on the configured limiter.
@@ -184,11 +212,4 @@ func (c *call) reserveParts(ctx context.Context, maxWait time.Duration) (*thrott
 		return nil, fmt.Errorf("egress: WithEstimate gave %d costs for a request to key %q, but the limiter, a %T, is not a throttle.PartsReserver and books one", len(c.costs), c.key, l)
 	}
 	return l.Reserve(ctx, c.key, c.costs[0], maxWait)
-}
-
-// cancelDetached cancels r under a context that outlives ctx.
-func cancelDetached(ctx context.Context, r *throttle.Reservation) {
-	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), throttle.CancelTimeout)
-	defer stop()
-	_ = r.Cancel(ctx)
 }

@@ -199,3 +199,68 @@ func TestEstimateWaitsOutAnUpstreamHold(t *testing.T) {
 		assert.Equal(t, 10-3-3, st.Remaining)
 	})
 }
+
+// TestEstimateUpstreamHoldIsBounded checks that the record's hold on an
+// estimated request keeps the call's bounds: beyond WithMaxWait, or past
+// the context's deadline, it fails at once with a *throttle.LimitError,
+// and a call the hold stops, so too one whose context ends during it,
+// gives its parts back (it was never sent). The hold slept unbounded,
+// until the context ended, and kept the estimate (found by a user's test).
+func TestEstimateUpstreamHoldIsBounded(t *testing.T) {
+	cases := []struct {
+		name         string
+		maxWait      time.Duration // 0: none
+		timeout      time.Duration
+		wantDeadline bool // a *throttle.LimitError, bound by the deadline
+		wantCanceled bool // the context's error
+	}{
+		{name: "beyond the max wait", maxWait: 50 * time.Millisecond, timeout: time.Minute},
+		{name: "past the deadline", timeout: 500 * time.Millisecond, wantDeadline: true},
+		{name: "context ends during the hold", timeout: time.Minute, wantCanceled: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: func(req *http.Request, n int) (*http.Response, error) {
+					return respond(req, http.StatusOK,
+						"X-Ratelimit-Limit-Tokens", "5000", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "30s"), nil
+				}}
+				u, err := throttle.NewUpstream()
+				require.NoError(t, err)
+				rpm := newTokenBucket(t, throttle.Rate{N: 100, Per: time.Minute}, 100)
+				otpm := newTokenBucket(t, throttle.Rate{N: 5000, Per: time.Minute}, 5000)
+				opts := []egress.Option{egress.WithLimiter(throttle.All(rpm, otpm)), egress.WithUpstream(u),
+					egress.WithEstimate(func(*http.Request) ([]int, error) { return []int{1, 1000}, nil })}
+				if tc.maxWait > 0 {
+					opts = append(opts, egress.WithMaxWait(tc.maxWait))
+				}
+				tr := egress.NewTransport(base, opts...)
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, "http://api.test/v1", nil))
+				require.NoError(t, err)
+				drainClose(t, resp) // the record heard: no tokens left for 30 s
+
+				ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+				defer cancel()
+				if tc.wantCanceled {
+					time.AfterFunc(time.Second, cancel)
+				}
+				start := time.Now()
+				_, err = tr.RoundTrip(newRequest(t, ctx, http.MethodPost, "http://api.test/v1", nil))
+				if tc.wantCanceled {
+					require.ErrorIs(t, err, context.Canceled)
+					assert.Equal(t, time.Second, time.Since(start))
+				} else {
+					var le *throttle.LimitError
+					require.ErrorAs(t, err, &le)
+					assert.Equal(t, tc.wantDeadline, le.Timeout(), "Timeout")
+					assert.Zero(t, time.Since(start), "refused at once")
+				}
+				assert.Equal(t, 1, base.count(), "the second request is never sent")
+				st, err := otpm.Inspect(context.Background(), "api.test")
+				require.NoError(t, err)
+				refill := int(5000 * time.Since(start) / time.Minute)
+				assert.Equal(t, 5000-1000+refill, st.Remaining, "only the first call's estimate is kept")
+			})
+		})
+	}
+}

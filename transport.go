@@ -223,13 +223,30 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(c.body)
 		return nil, err
 	}
-	resp, err := c.run()
+	resp, err := c.runHolding(slot)
 	if err != nil {
 		slot.Release()
 		return nil, err
 	}
 	holdSlot(ctx, resp, slot)
 	return resp, nil
+}
+
+// runHolding runs the call while it holds slot, which it releases if the
+// call panics (in the base RoundTripper, a WithActual func or an Observer
+// callback): net/http's server recovers a handler's panic, and each one
+// had kept a slot for good, until a server calling through the Transport
+// refused everything.
+func (c *call) runHolding(slot held) (*http.Response, error) {
+	panicking := true
+	defer func() {
+		if panicking {
+			slot.Release()
+		}
+	}()
+	resp, err := c.run()
+	panicking = false
+	return resp, err
 }
 
 // held is the queue slot a call holds: a [queue.Slot] of a *queue.Queue,
@@ -440,7 +457,11 @@ func (c *call) book(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := c.gate(ctx); err != nil {
+	gateWait := maxWait
+	if maxWait >= 0 {
+		gateWait = max(maxWait-r.Delay-held, 0) // what the parts' slot left of it
+	}
+	if err := c.gate(ctx, gateWait, byDeadline); err != nil {
 		return err
 	}
 	var waited time.Duration
