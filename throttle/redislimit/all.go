@@ -44,6 +44,11 @@ func All(parts ...Part) (*Composite, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("redislimit: All has no parts")
 	}
+	for i, p := range parts {
+		if v := reflect.ValueOf(p); p == nil || (v.Kind() == reflect.Pointer && v.IsNil()) {
+			return nil, fmt.Errorf("redislimit: All's part %d is nil", i)
+		}
+	}
 	first := parts[0].part()
 	var limits []limit
 	args := make([][]int, len(parts))

@@ -78,6 +78,9 @@ func newConfig(opts []Option) (config, error) {
 	case c.tolerance < 0:
 		return c, fmt.Errorf("redislimit: WithTolerance must not be negative, got %v", c.tolerance)
 	}
+	if m, ok := c.policy.(FailMode); ok && m != FailClosed && m != FailOpen && m != FailShare {
+		return c, fmt.Errorf("redislimit: WithFailurePolicy given %v, which is not FailClosed, FailOpen or FailShare", m)
+	}
 	return c, nil
 }
 

@@ -42,7 +42,7 @@ func withoutRenewals() Option {
 }
 
 // WithLease sets how long a [Queue]'s permits and places in line last in
-// Redis without a renewal (default [DefaultLease]). It bounds how long a
+// Redis without a renewal (default [DefaultLease], also for 0). It bounds how long a
 // dead holder keeps its permits. It must be longer than the renewal
 // period ([WithRenewEvery]). Limiters ignore it.
 func WithLease(d time.Duration) Option {
@@ -50,7 +50,7 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithRenewEvery sets how often a [Queue] renews its process's leases
-// (default [DefaultRenewEvery]). It also bounds how late a waiter whose
+// (default [DefaultRenewEvery], also for 0). It also bounds how late a waiter whose
 // grant message was lost learns of its permit. Limiters ignore it.
 func WithRenewEvery(d time.Duration) Option {
 	return option{"WithRenewEvery", false, func(c *config) { c.queue.every = d }}
@@ -209,7 +209,11 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 		}
 	}
 	switch p := cfg.policy.(type) {
-	case FailMode, queueFallback:
+	case FailMode:
+		if p == FailShare {
+			return nil, errors.New("redislimit: NewQueue takes FailClosed, FailOpen or QueueFallback, got FailShare")
+		}
+	case queueFallback:
 	default:
 		return nil, fmt.Errorf("redislimit: NewQueue takes FailClosed, FailOpen or QueueFallback, got %T", p)
 	}

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,6 +64,9 @@ func windowLimit(algo string, perWindow int, window time.Duration, opts []Option
 	}
 	w := window
 	if algo != "fw" {
+		if cfg.tolerance > math.MaxInt64-window {
+			return limit{}, config{}, fmt.Errorf("redislimit: WithTolerance of %v is out of range for a window of %v", cfg.tolerance, window)
+		}
 		w += cfg.tolerance
 	}
 	us, err := checkSpan("window", 4, w)

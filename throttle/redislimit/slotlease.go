@@ -137,7 +137,11 @@ func newLeases(b *budget, cfg config) (*leases, error) {
 	// keeps a span's units of its burst in reserve: any window of the
 	// fleet's then holds no more than the configured limit.
 	lim := &b.limits[0]
-	keep := (cfg.slotLease.Nanoseconds() + lim.nanos() - 1) / lim.nanos()
+	iv := lim.nanos()
+	keep := cfg.slotLease.Nanoseconds() / iv // ceil, without the sum that overflowed for a span near MaxInt64
+	if cfg.slotLease.Nanoseconds()%iv != 0 {
+		keep++
+	}
 	if keep >= lim.burst {
 		return nil, fmt.Errorf("redislimit: WithSlotLease of %v keeps %d units in reserve, more than the burst of %d allows; shorten it or raise the burst", cfg.slotLease, keep, lim.burst)
 	}

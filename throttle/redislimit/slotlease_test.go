@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -279,6 +280,11 @@ func TestSlotLeaseBadInput(t *testing.T) {
 		{"share alone", func() (interface{ Close() error }, error) {
 			return NewLeakyBucket(rdb, throttle.PerSecond(1), 1, WithFailurePolicy(FailShare))
 		}, "FailShare needs WithSlotLease"},
+		{"a span of centuries", func() (interface{ Close() error }, error) {
+			// Its reserve overflowed to a negative count, which raised the
+			// burst to 46 billion and made Reserve spin (found by a user's test).
+			return NewTokenBucket(rdb, throttle.PerSecond(5), 10, WithSlotLease(math.MaxInt64))
+		}, "WithSlotLease of 2562047h47m16.854775807s keeps 46116860185 units in reserve, more than the burst of 10 allows"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

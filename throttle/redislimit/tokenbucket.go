@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"math"
 	"time"
 
 	"fmt"
@@ -43,8 +44,11 @@ func NewTokenBucket(rdb redis.Scripter, r throttle.Rate, burst int, opts ...Opti
 // units go at once, n being the constructor's argument named field: the
 // one constructor of both buckets.
 func newGCRA(rdb redis.Scripter, algo string, r throttle.Rate, field string, n, extra int, opts []Option) (*budget, error) {
-	if n+extra < 1 {
+	switch {
+	case n < 1-extra:
 		return nil, fmt.Errorf("redislimit: %s must be at least %d, got %d", field, 1-extra, n)
+	case n > math.MaxInt-extra:
+		return nil, fmt.Errorf("redislimit: %s of %d is out of range", field, n)
 	}
 	l, cfg, err := gcraLimit(algo, r, n+extra, opts)
 	if err != nil {
