@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -185,6 +186,14 @@ func (c *call) gate(ctx context.Context, maxWait time.Duration, byDeadline bool)
 		return err
 	}
 	return nil
+}
+
+// neverSent reports whether err, from the base RoundTripper, says the
+// request never left: its connection could not be made. Any other failure
+// may have come after the upstream took the call, and keeps its estimate.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // unbook gives back the parts' units of an attempt that will not be

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -263,4 +265,56 @@ func TestEstimateUpstreamHoldIsBounded(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestEstimateOfARequestNeverSent checks that a call whose connection
+// could not be made gives its estimate back (no response will ever settle
+// it), and that one that failed after it may have reached the upstream
+// keeps it, as a response never settled does. Five refused connections
+// had emptied a bucket of 5000 tokens (found by a user's test).
+func TestEstimateOfARequestNeverSent(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantSpent int
+	}{
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, 0},
+		{"connection lost after sending", io.ErrUnexpectedEOF, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			otpm := newTokenBucket(t, throttle.Rate{N: 5000, Per: time.Hour}, 5000)
+			base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, tc.err })
+			tr := egress.NewTransport(base, egress.WithLimiter(throttle.All(otpm)),
+				egress.WithEstimate(func(*http.Request) ([]int, error) { return []int{1000}, nil }))
+			_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, "http://api.test/v1", nil))
+			require.ErrorIs(t, err, tc.err)
+			st, err := otpm.Inspect(context.Background(), "api.test")
+			require.NoError(t, err)
+			assert.Equal(t, 5000-tc.wantSpent, st.Remaining)
+		})
+	}
+}
+
+// TestSettleWithTheBasesOwnRequest checks that Settle finds the booking
+// when the base answers with a request of its own, as a cache or a mock
+// may: it found nothing, and the estimate stayed (found by a user's test).
+func TestSettleWithTheBasesOwnRequest(t *testing.T) {
+	otpm := newTokenBucket(t, throttle.Rate{N: 5000, Per: time.Hour}, 5000)
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		own, err := http.NewRequest(http.MethodPost, "http://cache.internal/v1", nil)
+		if err != nil {
+			return nil, err
+		}
+		return respond(own, http.StatusOK), nil
+	})
+	tr := egress.NewTransport(base, egress.WithLimiter(throttle.All(otpm)),
+		egress.WithEstimate(func(*http.Request) ([]int, error) { return []int{1000}, nil }))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, "http://api.test/v1", nil))
+	require.NoError(t, err)
+	drainClose(t, resp)
+	assert.Equal(t, "cache.internal", resp.Request.URL.Host, "the base's request is kept")
+	require.NoError(t, egress.Settle(resp, 100))
+	st, err := otpm.Inspect(context.Background(), "api.test")
+	require.NoError(t, err)
+	assert.Equal(t, 5000-100, st.Remaining)
 }

@@ -32,7 +32,9 @@ type booking struct{}
 // an [http.Client] too, whose Timeout wraps the body); Settle finds the
 // reservation through resp.Request's context, so a replaced body does not
 // matter. When a retry was made, it settles the attempt that brought
-// resp; attempts answered with a 429 keep their estimate.
+// resp; attempts answered with a 429 keep their estimate. A request whose
+// connection could not be made gives its estimate back at once; one that
+// failed after it may have reached the upstream keeps it.
 //
 // The first Settle wins (including one made by [WithActual]); later ones
 // do nothing and return nil. A response never settled keeps its

@@ -356,6 +356,9 @@ func (c *call) run() (*http.Response, error) {
 		resp, took, now, err := c.send()
 		if err != nil {
 			c.learn(nil, 0, now)
+			if neverSent(err) {
+				c.unbook(ctx) // nothing reached the upstream: no response will settle it
+			}
 			return orLast(last, err)
 		}
 		c.settleFrom(resp)
@@ -533,6 +536,10 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 		return nil, took, now, errNilResponse
 	case c.booked != nil && resp.Request == nil:
 		resp.Request = out // for Settle
+	case c.booked != nil && resp.Request.Context().Value(booking{}) == nil:
+		// A base that answers with a request of its own (a cache, a
+		// mock): Settle finds the booking in its context too.
+		resp.Request = resp.Request.WithContext(context.WithValue(resp.Request.Context(), booking{}, c.booked))
 	}
 	return resp, took, now, nil
 }
