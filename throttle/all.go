@@ -179,6 +179,17 @@ func (a *all) parts(key string, n int, costs []int) ([]ownPart, []foreignPart, e
 	return merged, foreign, nil
 }
 
+// partError names, when All books a cost per part, the part whose cost
+// err is about: the argument whose cost is p's units.
+func partError(p ownPart, costs []int, err error) error {
+	for _, i := range p.parts {
+		if i >= 0 && i < len(costs) && costs[i] == p.n {
+			return fmt.Errorf("throttle: All's part %d: %w", i, err)
+		}
+	}
+	return err
+}
+
 func compare(x, y uint64) int {
 	switch {
 	case x < y:
@@ -242,7 +253,7 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 	}
 	for _, p := range own {
 		if p.n > p.l.capacity() {
-			return nil, capacityError(p.n, p.l.capacity())
+			return nil, partError(p, costs, capacityError(p.n, p.l.capacity()))
 		}
 	}
 	delay := min(max(after, 0), maxSpan)

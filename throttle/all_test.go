@@ -122,6 +122,12 @@ func TestAllExceedsCapacity(t *testing.T) {
 	b := newTokenBucket(t, throttle.PerSecond(10), 3)
 	_, err := throttle.All(a, b).Reserve(context.Background(), "k", 4, -1)
 	assert.ErrorIs(t, err, throttle.ErrExceedsCapacity)
+
+	// Booked a cost per part, the error names the part (found by a user's
+	// test: an LLM estimate above a bucket's size said only the numbers).
+	_, err = throttle.All(a, b).(throttle.PartsReserver).ReserveParts(context.Background(), "k", []int{1, 4}, -1)
+	assert.ErrorIs(t, err, throttle.ErrExceedsCapacity)
+	assert.ErrorContains(t, err, "All's part 1: ")
 }
 
 func TestAllCancelGivesBackEveryPart(t *testing.T) {

@@ -53,7 +53,7 @@ func TestReservePartsBadInput(t *testing.T) {
 		{name: "too many", giveCosts: []int{1, 2, 3, 4}, wantErr: "throttle: ReserveParts needs 3 costs, one per part, got 4"},
 		{name: "negative", giveCosts: []int{1, -2, 3}, wantErr: "throttle: ReserveParts' cost of part 1 must not be negative, got -2"},
 		{name: "all zero", giveCosts: []int{0, 0, 0}, wantErr: "throttle: ReserveParts needs a positive cost on some part, got [0 0 0]"},
-		{name: "over a part's capacity", giveCosts: []int{1, 10, 401}, wantErr: "throttle: n exceeds the limiter's capacity: n is 401, at most 400 fit"},
+		{name: "over a part's capacity", giveCosts: []int{1, 10, 401}, wantErr: "throttle: All's part 2: throttle: n exceeds the limiter's capacity: n is 401, at most 400 fit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
