@@ -51,8 +51,12 @@ type Client struct {
 	script  *script
 	batcher batcher
 	breaker breaker
-	pauses  pauses
-	channel string
+	// silentSince is when a call began that Redis has not answered since,
+	// on the local monotonic clock (time since start), or 0: a reply of
+	// any kind clears it. See runScript.
+	silentSince atomic.Int64
+	pauses      pauses
+	channel     string
 	// channelArg is channel as a script argument, boxed once. Speed only:
 	// Redis decisions/s ≥ 0.9× redis_rate (bench/micro RedisDecision).
 	channelArg any
@@ -182,6 +186,7 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 	// The call's bound is a time, not a context of its own: the batcher
 	// makes one context per round trip, for all the calls it carries.
 	bound := time.Now().Add(c.timeout)
+	c.silentSince.CompareAndSwap(0, max(int64(time.Since(c.start)), 1))
 	var v any
 	var err error
 	if s == c.script {
@@ -190,7 +195,17 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		v, err = runBounded(ctx, bound, s, c.rdb, keys, args)
 	}
 	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err() // the caller gave up; Redis is not to blame
+		// The caller gave up. Redis is to blame only once nothing it was
+		// asked for a whole WithTimeout has been answered: a caller's
+		// deadline shorter than that ends the call with the context's
+		// error whether Redis is slow or gone. Left out, callers with
+		// such deadlines each paid theirs for the whole outage, the
+		// breaker never opened, and FailOpen never granted (found by a
+		// user's test).
+		if at := c.silentSince.Load(); at != 0 && time.Since(c.start)-time.Duration(at) >= c.timeout {
+			c.breaker.failed(err)
+		}
+		return nil, ctx.Err()
 	}
 	if d, ok := ctx.Deadline(); ok && d.Before(bound) {
 		bound = d
@@ -203,6 +218,7 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		c.breaker.failed(err)
 		return nil, &UnavailableError{Err: err}
 	}
+	c.silentSince.Store(0) // Redis answered
 	c.breaker.succeeded()
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: script failed: %w", err)

@@ -193,6 +193,37 @@ func TestCallerCancelIsNotAnOutage(t *testing.T) {
 	assert.Zero(t, failures)
 }
 
+// TestShortDeadlinesMeetTheFailurePolicy: with Redis gone, callers whose
+// deadlines are shorter than WithTimeout end with their context's error,
+// since nothing tells a slow reply from none; once nothing has been
+// answered for a whole WithTimeout, the breaker opens and the failure
+// policy decides at once. Before, every such caller paid its deadline for
+// the whole outage, and FailOpen never granted (found by a user's test).
+func TestShortDeadlinesMeetTheFailurePolicy(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	var o observed
+	l, err := NewTokenBucket(s.client(t), throttle.PerSecond(100), 10,
+		WithFailurePolicy(FailOpen), WithTimeout(100*time.Millisecond), WithObserver(o.observe))
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Reserve(context.Background(), "k", 1, 0)
+	require.NoError(t, err)
+	s.kill()
+	granted := 0
+	for range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+		r, err := l.Reserve(ctx, "k", 1, 0)
+		cancel()
+		if err == nil && r.OK {
+			granted++
+		}
+	}
+	failures, _ := o.counts()
+	assert.Positive(t, failures, "the breaker opened")
+	assert.Positive(t, granted, "FailOpen granted")
+}
+
 // TestWithoutSubscribe uses a client that hides Subscribe: pauses are
 // learned from replies only.
 func TestWithoutSubscribe(t *testing.T) {

@@ -104,7 +104,11 @@ func WithPrefix(p string) Option {
 
 // WithTimeout bounds every call to Redis, including Cancel and Pause
 // (default [DefaultTimeout]). A call that runs out of time counts as
-// Redis being unavailable.
+// Redis being unavailable. A call whose context ends first returns the
+// context's error, since a slow reply and none look alike then; once
+// Redis has answered nothing for a whole WithTimeout, such a call counts
+// as unavailable too, so that callers with short deadlines meet the
+// failure policy rather than each paying its deadline for an outage.
 //
 // The call runs on the caller's goroutine under a context with this
 // timeout. A go-redis client bounds its network reads and writes by that
