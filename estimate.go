@@ -160,32 +160,22 @@ func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Dur
 // meanwhile. Without WithEstimate, the record is booked with the
 // configured limiter, at one slot. The record's slot must lie within
 // maxWait (negative: no bound), what is left of the call's max wait or
-// deadline (byDeadline), or the call is refused; either way, an attempt
-// the gate stops gives its parts back (unbook).
+// deadline (byDeadline), or the call is refused; an attempt the gate
+// stops gives its parts back (the caller unbooks).
 func (c *call) gate(ctx context.Context, maxWait time.Duration, byDeadline bool) error {
 	t := c.t
 	if c.costs == nil || t.upstream == nil || !t.upstream.Heard() {
 		return nil
 	}
 	g, err := t.upstream.ReserveUnits(ctx, c.key, 1, c.units(), 0, maxWait)
-	if err != nil {
-		c.unbook(ctx)
+	switch {
+	case err != nil:
 		return err
-	}
-	if !g.OK {
-		c.unbook(ctx)
+	case !g.OK:
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: g.Delay, Deadline: byDeadline})
 	}
 	c.recorded = true
-	if err := g.Wait(ctx); err != nil {
-		c.unbook(ctx)
-		var le *throttle.LimitError
-		if errors.As(err, &le) {
-			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
-		}
-		return err
-	}
-	return nil
+	return c.wait(ctx, g)
 }
 
 // neverSent reports whether err, from the base RoundTripper, says the

@@ -453,11 +453,7 @@ func (c *call) book(ctx context.Context) error {
 		start = time.Since(c.t.epoch)
 		c.waiting(start - held)
 	}
-	if err := r.Wait(ctx); err != nil {
-		var le *throttle.LimitError
-		if errors.As(err, &le) {
-			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
-		}
+	if err := c.wait(ctx, r); err != nil {
 		return err
 	}
 	gateWait := maxWait
@@ -465,6 +461,7 @@ func (c *call) book(ctx context.Context) error {
 		gateWait = max(maxWait-r.Delay-held, 0) // what the parts' slot left of it
 	}
 	if err := c.gate(ctx, gateWait, byDeadline); err != nil {
+		c.unbook(ctx)
 		return err
 	}
 	var waited time.Duration
@@ -473,6 +470,17 @@ func (c *call) book(ctx context.Context) error {
 	}
 	c.waited(waited)
 	return nil
+}
+
+// wait sleeps until r's slot. A slot past the context's deadline is a
+// refusal of this call, reported as one.
+func (c *call) wait(ctx context.Context, r *throttle.Reservation) error {
+	err := r.Wait(ctx)
+	var le *throttle.LimitError
+	if errors.As(err, &le) {
+		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
+	}
+	return err
 }
 
 // waited reports the call's waits to the observer, if it waited.

@@ -186,7 +186,9 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 	// The call's bound is a time, not a context of its own: the batcher
 	// makes one context per round trip, for all the calls it carries.
 	bound := time.Now().Add(c.timeout)
-	c.silentSince.CompareAndSwap(0, max(int64(time.Since(c.start)), 1))
+	if c.silentSince.Load() == 0 { // a read first: most calls find it set, or are answered
+		c.silentSince.CompareAndSwap(0, max(int64(time.Since(c.start)), 1))
+	}
 	var v any
 	var err error
 	if s == c.script {
@@ -218,7 +220,9 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		c.breaker.failed(err)
 		return nil, &UnavailableError{Err: err}
 	}
-	c.silentSince.Store(0) // Redis answered
+	if c.silentSince.Load() != 0 {
+		c.silentSince.Store(0) // Redis answered
+	}
 	c.breaker.succeeded()
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: script failed: %w", err)

@@ -42,16 +42,17 @@ func withoutRenewals() Option {
 }
 
 // WithLease sets how long a [Queue]'s permits and places in line last in
-// Redis without a renewal (default [DefaultLease], also for 0). It bounds how long a
-// dead holder keeps its permits. It must be longer than the renewal
-// period ([WithRenewEvery]). Limiters ignore it.
+// Redis without a renewal (default [DefaultLease], also for 0). It
+// bounds how long a dead holder keeps its permits. It must be longer than
+// the renewal period ([WithRenewEvery]). Limiters ignore it.
 func WithLease(d time.Duration) Option {
 	return option{"WithLease", false, func(c *config) { c.queue.lease = d }}
 }
 
 // WithRenewEvery sets how often a [Queue] renews its process's leases
-// (default [DefaultRenewEvery], also for 0). It also bounds how late a waiter whose
-// grant message was lost learns of its permit. Limiters ignore it.
+// (default [DefaultRenewEvery], also for 0). It also bounds how late a
+// waiter whose grant message was lost learns of its permit. Limiters
+// ignore it.
 func WithRenewEvery(d time.Duration) Option {
 	return option{"WithRenewEvery", false, func(c *config) { c.queue.every = d }}
 }
