@@ -124,11 +124,10 @@ func KeyByIP(trustedProxies ...netip.Prefix) KeyFunc {
 
 // clientIP returns the address of r's client, as KeyByIP describes.
 func clientIP(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
-	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	a, ok := parseAddr(r.RemoteAddr)
+	if !ok {
 		return netip.Addr{}, false
 	}
-	a := peer.Addr().Unmap()
 	if !isTrusted(a, trusted) {
 		return a, true
 	}
@@ -144,19 +143,35 @@ func clientIP(r *http.Request, trusted []netip.Prefix) (netip.Addr, bool) {
 			} else {
 				hop, rest = rest, ""
 			}
-			h, err := netip.ParseAddr(strings.TrimSpace(hop))
-			if err != nil {
+			h, ok := parseAddr(strings.TrimSpace(hop))
+			if !ok {
 				// A proxy we trust wrote garbage: nothing left of it can be
 				// believed, so the last hop we could read is the client.
 				return a, true
 			}
-			a = h.Unmap()
+			a = h
 			if !isTrusted(a, trusted) {
 				return a, true
 			}
 		}
 	}
 	return a, true
+}
+
+// parseAddr reads an address as "ip:port", "[ip]:port" or a bare ip, and
+// returns it unmapped. RemoteAddr is "ip:port" from net/http's server, but
+// a bare ip once a middleware in front (chi's RealIP, gorilla's
+// ProxyHeaders) has rewritten it; and some proxies (Azure's, IIS ARR)
+// append "ip:port" to X-Forwarded-For. Read as unreadable, either put
+// every client under one key: "ip:unknown", or the proxy's own.
+func parseAddr(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), true
+	}
+	return netip.Addr{}, false
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

@@ -122,3 +122,37 @@ func TestKeyFuncsPanicOnProgrammerErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyByIPAddressForms: a RemoteAddr without a port, as chi's RealIP
+// and gorilla's ProxyHeaders leave it, and X-Forwarded-For entries with a
+// port, as Azure's proxies write them, are each client's own address:
+// read as unreadable, every client shared one budget ("ip:unknown", or
+// the proxy's).
+func TestKeyByIPAddressForms(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	tests := []struct {
+		name       string
+		giveRemote string
+		giveXFF    string
+		wantKey    string
+	}{
+		{name: "RemoteAddr without port", giveRemote: "203.0.113.7", wantKey: "ip:203.0.113.7"},
+		{name: "IPv6 RemoteAddr without port", giveRemote: "2001:db8:1:2::5", wantKey: "ip:2001:db8:1:2::"},
+		{name: "XFF entry with a port", giveRemote: "10.1.2.3:5000", giveXFF: "198.51.100.1:4711", wantKey: "ip:198.51.100.1"},
+		{name: "XFF IPv6 entry with a port", giveRemote: "10.1.2.3:5000", giveXFF: "[2001:db8:1:2::5]:4711", wantKey: "ip:2001:db8:1:2::"},
+		{name: "trusted XFF entry with a port is skipped", giveRemote: "10.1.2.3:5000", giveXFF: "198.51.100.1:1, 10.9.9.9:2", wantKey: "ip:198.51.100.1"},
+	}
+	f := middleware.KeyByIP(proxies...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "http://api.test/", nil)
+			req.RemoteAddr = tt.giveRemote
+			if tt.giveXFF != "" {
+				req.Header.Set("X-Forwarded-For", tt.giveXFF)
+			}
+			key, err := f(req)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantKey, key)
+		})
+	}
+}
