@@ -271,8 +271,8 @@ func (m *Middleware) writeHeaders(ctx context.Context, h http.Header, key string
 	if m.policies != nil {
 		p = m.policies(key)
 	}
-	if p == nil {
-		return
+	if p == nil || len(p.limits) == 0 {
+		return // a zero Policies, too, states nothing
 	}
 	var now time.Time
 	if p.clocked || m.xStyle == ResetEpoch {

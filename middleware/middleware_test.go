@@ -451,3 +451,27 @@ func TestUndescribed(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(h, "203.0.113.7:1").StatusCode)
 	})
 }
+
+// TestZeroPolicies: a zero Policies (new(middleware.Policies), or a
+// Policies{} literal, which the type allows) states no limit, as nil does.
+// The middleware indexed the first byte of an empty RateLimit field and
+// panicked on every request, which net/http turns into a dropped
+// connection.
+func TestZeroPolicies(t *testing.T) {
+	for _, style := range []middleware.ResetStyle{0, middleware.ResetDelta} {
+		opts := []middleware.Option{middleware.WithPolicies(func(string) *middleware.Policies { return new(middleware.Policies) })}
+		if style != 0 {
+			opts = append(opts, middleware.WithXRateLimit(style))
+		}
+		l := must(throttle.NewTokenBucket(throttle.PerSecond(1), 1))
+		h := middleware.New(l, opts...).Wrap(okHandler)
+		var resp *http.Response
+		require.NotPanics(t, func() { resp = get(h, "203.0.113.7:1") })
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Empty(t, resp.Header.Values("RateLimit"))
+		assert.Empty(t, resp.Header.Values("RateLimit-Policy"))
+		require.NotPanics(t, func() { resp = get(h, "203.0.113.7:1") })
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	}
+}

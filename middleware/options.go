@@ -66,7 +66,8 @@ func WithMaxWait(d time.Duration) Option {
 // cannot look into: a [throttle.Route] of plan tiers, a [throttle.All],
 // or your own. policies returns the [Describe]d limits of key's tier; it
 // must be fast and safe for concurrent use, so build each Policies once.
-// When it returns nil, that response states no policy.
+// When it returns nil (or a zero Policies), that response states no
+// policy.
 //
 // Without it, a Limiter that [Describe] knows is described as it is, and
 // any other gets no policy headers: only Retry-After on refusal, since the
