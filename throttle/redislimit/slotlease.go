@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -451,7 +452,7 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 	}
 	delay := max(due-now, 0)
 	if maxWait >= 0 && time.Duration(delay) > maxWait {
-		return throttle.Refused(time.Duration(delay)-maxWait, held), true
+		return throttle.Refused(time.Duration(delay)-maxWait, kl.ready(now)), true
 	}
 	units := make([]*block, 0, n)
 	for i := n; i > 0; {
@@ -469,7 +470,26 @@ func (kl *keyLease) take(c *Client, n int, now int64, maxWait time.Duration) (*t
 	kl.lastDue = max(kl.lastDue, due)
 	lb := &leaseBooking{c: c, ps: last.ps, base: due - last.shifted*1000, kl: kl, units: units}
 	last.ps.hold(lb.base)
-	return throttle.NewReservation(lb, time.Duration(delay), held-n), true
+	return throttle.NewReservation(lb, time.Duration(delay), kl.ready(now)), true
+}
+
+// ready returns how many of the units held are due by now: those a
+// caller could take at once, which is what a Reservation's Remaining
+// states. Units held for slots ahead are not left now: a client told
+// them as the RateLimit field's r, sending that many at once, was
+// refused. The blocks are in the order of their slots, and so are each
+// block's units. kl.mu is held.
+func (kl *keyLease) ready(now int64) int {
+	n := 0
+	for _, bl := range kl.blocks {
+		left := bl.k - bl.next
+		due := sort.Search(left, func(i int) bool { return bl.slot(bl.next+i) > now })
+		n += due
+		if due < left {
+			break
+		}
+	}
+	return n
 }
 
 // low reports whether the units held last less than a quarter span at
