@@ -125,8 +125,9 @@ func (r Rate) Limit() (rate.Limit, error) {
 // RateFromLimit returns the Rate that is l: N per second when l is a whole
 // number, and otherwise 1 per [rate.Every]'s interval rounded up to the
 // nanosecond, so that the Rate is never faster than l. [rate.Inf], zero,
-// negative and NaN limits, and limits above one per nanosecond, have no
-// Rate and give an error.
+// negative and NaN limits, limits above one per nanosecond, and limits
+// slower than one per the longest [time.Duration] (about 292 years), have
+// no Rate and give an error.
 func RateFromLimit(l rate.Limit) (Rate, error) {
 	f := float64(l)
 	switch {
@@ -142,7 +143,11 @@ func RateFromLimit(l rate.Limit) (Rate, error) {
 	if f == math.Trunc(f) {
 		return PerSecond(int(f)), nil
 	}
-	return RateEvery(time.Duration(math.Ceil(1e9 / f)))
+	iv := math.Ceil(1e9 / f)
+	if iv >= math.MaxInt64 { // 2⁶³: converted, it overflowed into a negative Per
+		return Rate{}, fmt.Errorf("throttle: rate.Limit %v is slower than 1 unit per %v, the longest time.Duration", f, time.Duration(math.MaxInt64))
+	}
+	return RateEvery(time.Duration(iv))
 }
 
 // RateEvery returns one unit every interval, the Rate counterpart of

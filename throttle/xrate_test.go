@@ -234,6 +234,11 @@ func TestRateFromLimit(t *testing.T) {
 		{name: "zero", give: 0, wantErr: "throttle: rate.Limit must be positive, got 0"},
 		{name: "negative", give: -1, wantErr: "throttle: rate.Limit must be positive, got -1"},
 		{name: "too fast", give: 2e9, wantErr: "throttle: rate.Limit 2e+09 is faster than 1 unit per nanosecond"},
+		// x/time/rate takes these; the interval overflowed time.Duration
+		// and the error blamed a negative Rate.Per the caller never gave.
+		{name: "too slow", give: 1e-12, wantErr: "throttle: rate.Limit 1e-12 is slower than 1 unit per 2562047h47m16.854775807s, the longest time.Duration"},
+		{name: "every longest duration", give: rate.Every(math.MaxInt64), wantErr: "throttle: rate.Limit 1.0842021724855043e-10 is slower than 1 unit per 2562047h47m16.854775807s, the longest time.Duration"},
+		{name: "every 200 years", give: rate.Every(200 * 365 * 24 * time.Hour), want: throttle.Rate{N: 1, Per: 200 * 365 * 24 * time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
