@@ -139,7 +139,7 @@ func TestSlowRedis(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startRedis(t, "--enable-debug-command", "local")
+			s := startRedis(t)
 			rdb := redis.NewClient(tt.giveOptions(s.addr()))
 			defer rdb.Close()
 			ctx := context.Background()
@@ -151,13 +151,7 @@ func TestSlowRedis(t *testing.T) {
 			require.NoError(t, rdb.ScriptLoad(ctx, l.client.script.src).Err())
 			l.client.script.loaded.Store(true)
 
-			blocker := s.client(t)
-			go func() { _ = blocker.Do(ctx, "DEBUG", "SLEEP", "30").Err() }()
-			require.Eventually(t, func() bool { // the sleep has begun
-				c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ReadTimeout: 20 * time.Millisecond})
-				defer c.Close()
-				return c.Ping(ctx).Err() != nil
-			}, 5*time.Second, 10*time.Millisecond)
+			s.stall(t, 30*time.Second)
 
 			start := time.Now()
 			_, err = l.Reserve(ctx, "k", 1, 0)

@@ -80,8 +80,8 @@ func TestPipelineGrantsExactlyTheBurst(t *testing.T) {
 // that waits is answered once Redis is back.
 func TestPipelineCallerGivesUp(t *testing.T) {
 	t.Parallel()
-	s := startRedis(t, "--enable-debug-command", "local")
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	s := startRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}) // only the context bounds a call
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	l, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 1000, WithTimeout(30*time.Second))
@@ -89,12 +89,7 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 	closeAll(t, l)
 	reserve(t, l, "k", 1, 0) // load the script
 
-	go func() { _ = s.client(t).Do(ctx, "DEBUG", "SLEEP", "1").Err() }()
-	require.Eventually(t, func() bool { // the sleep has begun
-		c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ReadTimeout: 20 * time.Millisecond})
-		defer c.Close()
-		return c.Ping(ctx).Err() != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	s.stall(t, 5*time.Second)
 
 	order := make(chan string, 3)
 	var wg sync.WaitGroup
@@ -136,7 +131,7 @@ func TestPipelineCallerGivesUp(t *testing.T) {
 // than wait for Redis.
 func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
 	t.Parallel()
-	s := startRedis(t, "--enable-debug-command", "local")
+	s := startRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, ReadTimeout: -1, WriteTimeout: -1}) // only the context bounds a call
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
@@ -145,12 +140,7 @@ func TestPipelineQueuedCallsKeepTheirBound(t *testing.T) {
 	closeAll(t, l)
 	reserve(t, l, "k", 1, 0) // load the script
 
-	go func() { _ = s.client(t).Do(ctx, "DEBUG", "SLEEP", "600").Err() }() // until the server is killed
-	require.Eventually(t, func() bool {                                    // the sleep has begun
-		c := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, ReadTimeout: 20 * time.Millisecond})
-		defer c.Close()
-		return c.Ping(ctx).Err() != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	s.stall(t, 10*time.Minute) // until the server is killed
 
 	var wg sync.WaitGroup
 	wg.Go(func() { // on the wire, until its caller gives up

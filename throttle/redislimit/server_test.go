@@ -117,6 +117,16 @@ func (s *server) kill() {
 	s.cmd = nil
 }
 
+// stall makes the server answer no command for d, from the moment stall
+// returns: CLIENT PAUSE holds every client's commands, where a DEBUG SLEEP
+// sent from another goroutine may not have begun yet (telling it by a
+// ping that times out in 20 ms took a busy machine's slow ping for the
+// sleep).
+func (s *server) stall(t testing.TB, d time.Duration) {
+	t.Helper()
+	require.NoError(t, s.client(t).Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
+}
+
 // client returns a client for the server, closed when the test ends.
 func (s *server) client(t testing.TB) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
