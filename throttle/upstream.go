@@ -64,7 +64,8 @@ const (
 // fields it changed (nil when none): a Limit of 0 or one above
 // [MaxStatedCount] becomes unknown, a Remaining above the Limit (or above
 // MaxStatedCount) is capped at it, a Reset, Window or Precision beyond
-// maxHold is cut to maxHold, and negative values become unknown or 0. The Transport
+// maxHold is cut to maxHold (a Reset cut so drops ResetAt too, leaving the
+// cut Reset in charge), and negative values become unknown or 0. The Transport
 // reports the changes to its Observer. A refilling quota's Reset is kept
 // when a unit refills within maxHold (OpenAI's "6m0s") and the reset is
 // no more than a day (or maxHold) ahead: the record holds a booking only
@@ -96,6 +97,13 @@ func (s Statement) Clamp(maxHold time.Duration) (Statement, []string) {
 	kept := refill && s.Reset > 0 && s.Reset/time.Duration(s.Limit-s.Remaining) <= maxHold && s.Reset <= max(maxHold, time.Duration(maxPeriod))
 	if s.Reset < 0 || (s.Reset > maxHold && !kept) {
 		s.Reset = min(max(s.Reset, 0), maxHold)
+		// The instant goes with it: a record whose own max hold is longer
+		// than maxHold (a Transport's MaxPause of 5 s beside NewUpstream's
+		// minute) named the window by ResetAt and held the key until it,
+		// 40 s ahead. Without it, the clamped Reset is in charge.
+		if s.Reset == maxHold {
+			s.ResetAt = time.Time{}
+		}
 		changed = append(changed, "Reset")
 	}
 	if s.Window < 0 || s.Window > maxHold {
