@@ -351,7 +351,7 @@ func (c *call) run() (*http.Response, error) {
 			return orLast(last, err)
 		}
 		if c.unheard {
-			c.t.upstream.SendUnbooked() // sent, and answered (learn) or failed: learn takes it off
+			c.t.upstream.SendUnbookedKey(c.key) // sent, and answered (learn) or failed: learn takes it off
 		}
 		resp, took, now, err := c.send()
 		if err != nil {
@@ -626,7 +626,7 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 	}
 	upstream := c.t.upstream != nil && (len(o.Statements) > 0 || c.t.upstream.Heard() || c.recorded)
 	if unheard && !upstream {
-		c.t.upstream.AnsweredUnbooked()
+		c.t.upstream.AnsweredUnbookedKey(c.key)
 	}
 	if c.t.learner == nil && !upstream {
 		return

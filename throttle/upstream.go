@@ -144,7 +144,8 @@ type Outcome struct {
 	// record reads it.
 	Unbooked int
 	// SentUnbooked is set when the attempt was counted by
-	// [Upstream.SendUnbooked]: the record takes it off the count as it
+	// [Upstream.SendUnbookedKey] for the key Learn is given, or else by
+	// [Upstream.SendUnbooked]: the record takes it off that count as it
 	// learns this answer.
 	SentUnbooked bool
 }
@@ -276,6 +277,12 @@ type Upstream struct {
 	// answered request is either still counted or in the record, never
 	// in neither while its answer waits for the lock.
 	unbooked atomic.Int64
+	// unbookedBy counts, per key, the requests sent without a booking
+	// here ([Upstream.SendUnbookedKey]) and not yet answered: only the
+	// key's own statements take them off what is left. umu guards it;
+	// it is taken after mu, never before.
+	umu        sync.Mutex
+	unbookedBy map[string]int
 
 	mu   sync.Mutex
 	last int64 // the latest clock reading, so that time never goes back
@@ -308,10 +315,53 @@ func (u *Upstream) SendUnbooked() { u.unbooked.Add(1) }
 // no longer in flight.
 func (u *Upstream) AnsweredUnbooked() { u.unbooked.Add(-1) }
 
-// unbookedNow returns how many requests are in flight unbooked. u.mu is
-// held.
-func (u *Upstream) unbookedNow() int {
-	return int(max(u.unbooked.Load(), 0))
+// SendUnbookedKey is [Upstream.SendUnbooked] for a request whose key is
+// known: until its answer comes back, it is taken off what the
+// statements of key alone say is left, not off those of every key (a
+// Transport's requests to a slow host, in flight when another host
+// first stated "5 left", held that host back until its reset). Its
+// answer takes it off the count: [Upstream.Learn] for key with
+// [Outcome.SentUnbooked] set, or [Upstream.AnsweredUnbookedKey].
+func (u *Upstream) SendUnbookedKey(key string) {
+	u.umu.Lock()
+	if u.unbookedBy == nil {
+		u.unbookedBy = make(map[string]int)
+	}
+	u.unbookedBy[key]++
+	u.umu.Unlock()
+}
+
+// AnsweredUnbookedKey takes a request [Upstream.SendUnbookedKey] counted
+// for key off the count, when its answer (or failure) is not passed to
+// [Upstream.Learn].
+func (u *Upstream) AnsweredUnbookedKey(key string) {
+	u.umu.Lock()
+	u.takeUnbooked(key)
+	u.umu.Unlock()
+}
+
+// takeUnbooked takes one request off key's count of requests in flight
+// unbooked, and reports whether it had one. u.umu is held.
+func (u *Upstream) takeUnbooked(key string) bool {
+	n, ok := u.unbookedBy[key]
+	switch {
+	case !ok:
+		return false
+	case n <= 1:
+		delete(u.unbookedBy, key) // the map holds only keys with requests in flight
+	default:
+		u.unbookedBy[key] = n - 1
+	}
+	return true
+}
+
+// unbookedNow returns how many requests to key are in flight unbooked:
+// those counted for key, and those whose key was not said. u.mu is held.
+func (u *Upstream) unbookedNow(key string) int {
+	u.umu.Lock()
+	n := u.unbookedBy[key]
+	u.umu.Unlock()
+	return n + int(max(u.unbooked.Load(), 0))
 }
 
 // statedKey is the record of one key. Upstream.mu guards it.
@@ -523,7 +573,12 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if o.SentUnbooked {
-		u.unbooked.Add(-1)
+		u.umu.Lock()
+		keyed := u.takeUnbooked(key)
+		u.umu.Unlock()
+		if !keyed {
+			u.unbooked.Add(-1)
+		}
 	}
 	now := u.clock()
 	if u.keys[key] == nil && len(o.Statements) == 0 {
@@ -535,7 +590,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	}
 	k.answer(o.N)
 	k.answered, k.answeredOnce = now, true
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0) + u.unbookedNow()}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0) + u.unbookedNow(key)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}
@@ -1146,7 +1201,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(h, k.left(now)), nil
 		}
 	}
-	unbooked := u.unbookedNow()
+	unbooked := u.unbookedNow(key)
 	if holds && maxWait != 0 {
 		if h := k.hold(now, from, &f, unbooked); h > 0 && (maxWait < 0 || h <= maxWait) {
 			return Hold(h, k.left(now)), nil
