@@ -636,6 +636,14 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 			// Transport does not pause the Adaptive for it. (httprate
 			// states a reset of 0 with its Date: the same second.)
 			from, d := now, s.Reset
+			if s.Refills && s.Limit > 0 {
+				// A bucket whose reset is when it is full again: one unit
+				// is back after its own refill, reset ÷ limit from empty.
+				// Held to the reset, OpenAI's "60 a 6m0s, 0 left" held
+				// the key (and shifted what it had booked) for the max
+				// hold, where a unit comes back every 6 s.
+				d = s.Reset / time.Duration(s.Limit)
+			}
 			if sliding {
 				// One unit's drain past the next slot (a hold that ends
 				// before it would change nothing), from the second

@@ -532,7 +532,9 @@ func (a *Adaptive) fail(ctx context.Context, key string, n int, after, maxWait t
 // with no I/O. An attempt that got no answer teaches nothing. A limit the
 // upstream states with its window in requests ([throttle.Statement.Window])
 // replaces the estimate; a quota in requests stated at 0 counts as
-// throttling when its reset is more than two units off.
+// throttling when its next unit is more than two units off at the rate
+// set: at its reset, or for a bucket that refills (OpenAI's, Anthropic's,
+// whose reset is when it is full again) after one unit's refill.
 func (a *Adaptive) Learn(ctx context.Context, key string, o throttle.Outcome) error {
 	if ctx == nil {
 		return errNilContext
@@ -553,7 +555,13 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o throttle.Outcome) er
 			}
 		}
 		if st.Remaining == 0 {
-			s.early = max(s.early, st.Reset)
+			// A bucket whose reset is when it is full again has a unit
+			// back after one unit's refill, reset ÷ limit from empty.
+			early := st.Reset
+			if st.Refills && st.Limit > 0 {
+				early /= time.Duration(st.Limit)
+			}
+			s.early = max(s.early, early)
 		}
 	}
 	a.mu.Lock()

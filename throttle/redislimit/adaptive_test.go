@@ -243,6 +243,37 @@ func TestAdaptiveStated(t *testing.T) {
 	assert.Equal(t, 100*ms, adaptiveBook(t, b, key).Until(), "two units at 20/s before it")
 }
 
+// TestAdaptiveQuotaAtZero: a quota stated at 0 cuts the rate when its
+// next unit is more than two units off at the rate set: a window's at its
+// reset, a refilling bucket's after one unit's refill (reset ÷ limit).
+// Taken at the full refill, a bucket of 1000 full again in a second, at 0,
+// cut a key sending 100/s that would have its next unit in a millisecond.
+func TestAdaptiveQuotaAtZero(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	for _, tt := range []struct {
+		name    string
+		refills bool
+		want    float64
+	}{
+		{"window", false, 70},
+		{"refilling bucket", true, 100},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock(time.Hour)
+			a := newAdaptive(t, s, c)
+			key := "zero-" + tt.name
+			adaptiveBook(t, a, key)
+			c.advance(10 * ms)
+			require.NoError(t, a.Learn(context.Background(), key, throttle.Outcome{N: 1, Statements: []throttle.Statement{
+				{Name: "default", Unit: throttle.UnitRequests, Limit: 1000, Remaining: 0, Reset: time.Second, Refills: tt.refills},
+			}}))
+			adaptiveBook(t, a, key)
+			assert.Equal(t, tt.want, a.Rate(key))
+		})
+	}
+}
+
 // TestAdaptiveCancel: the last booking ahead gives its spacing back,
 // once; an earlier one gives nothing.
 func TestAdaptiveCancel(t *testing.T) {
