@@ -362,7 +362,9 @@ func (b *budget) reserveCosts(ctx context.Context, key string, n int, costs, par
 // sent cannot be recalled.
 //
 // When Redis cannot be reached, FailClosed returns the error, FailOpen
-// nothing, and Fallback pauses the local limiter.
+// nothing, Fallback pauses the local limiter, and FailShare the
+// process's share. A bucket given WithSlotLease also drops the units it
+// holds, whose slots the pause would have moved.
 func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("redislimit: pause must not be negative, got %v", d)
@@ -373,6 +375,13 @@ func (b *budget) Pause(ctx context.Context, key string, d time.Duration) error {
 	}
 	v, err := b.call(ctx, key, ks, append(b.args("pause", 2), micros(d), b.client.channelArg))
 	if err != nil {
+		if b.leases != nil && errors.Is(err, ErrUnavailable) {
+			// The units held and the share would otherwise go on inside
+			// the pause (found by a user's test).
+			if b.leases.pauseLocal(key, d) {
+				return nil
+			}
+		}
 		return failPause(ctx, b.policy, key, d, err)
 	}
 	a, err := array(v, 4, "pause")

@@ -693,6 +693,33 @@ func (l *leases) outage(ctx context.Context, kl *keyLease, key string, n int, ma
 	return throttle.NewReservation(&leaseBooking{c: l.b.client, base: at}, time.Duration(at-now), 0), nil, nil
 }
 
+// pauseLocal applies a pause that could not reach Redis to what the
+// process decides alone: the units it holds, whose slots the pause would
+// have moved, are dropped, and the share (FailShare) gives no slot before
+// the pause ends, then resumes at its rate; once Redis is back, the next
+// lease books no slot before that either. It reports whether the pause
+// was taken, as it is under FailShare; otherwise the failure policy
+// answers.
+func (l *leases) pauseLocal(key string, d time.Duration) bool {
+	kl := l.key(key)
+	now := l.b.client.now()
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	kl.dropped += int64(kl.held())
+	kl.blocks = nil
+	if !l.share {
+		return false
+	}
+	lim := l.b.limits[0]
+	live := max(kl.live, 1)
+	interval := lim.nanos() * live
+	burst := max(lim.burst/live, 1)
+	end := now + min(max(d, 0), maxPause).Nanoseconds()
+	kl.shareAt = max(kl.shareAt, end)
+	kl.shareTat = max(kl.shareTat, end+(burst-1)*interval)
+	return true
+}
+
 // close waits for the lease calls on the wire and gives back the unused
 // tail of each key's newest blocks.
 func (l *leases) close() {

@@ -573,3 +573,45 @@ func TestSlotLeaseAllowSparse(t *testing.T) {
 	assert.LessOrEqual(t, calls, 2*asks, "calls of the sparse process")
 	assert.Zero(t, sparse.leases.key("api").dropped, "units the sparse process leased and lost")
 }
+
+// TestSlotLeaseOutagePause: a pause made while Redis is away (a 429 with
+// Retry-After) holds the process's share, as Fallback pauses its local
+// limiter: nothing is admitted from the share inside the pause. The
+// pause failed as under FailClosed and the share went on admitting at its
+// rate, into the upstream's Retry-After (found by a user's test).
+func TestSlotLeaseOutagePause(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	rdb := srv.client(t)
+	clk := newClock(0)
+	a := leased(t, rdb, clk, WithFailurePolicy(FailShare))
+	for range 20 {
+		reserve(t, a, "api", 1, time.Second)
+		settle(a)
+		clk.advance(5 * ms)
+	}
+	srv.kill()
+	ctx := context.Background()
+	for range 1000 { // a second into the outage: the share serves
+		_, err := a.Reserve(ctx, "api", 1, 0)
+		require.NoError(t, err)
+		settle(a)
+		clk.advance(ms)
+	}
+	r := reserve(t, a, "api", 1, time.Second)
+	require.True(t, r.OK, "the share serves")
+	clk.advance(time.Second) // the share's burst back
+	assert.NoError(t, a.Pause(ctx, "api", 500*ms))
+	var admitted []time.Duration // from the pause
+	for at := time.Duration(0); at < time.Second; at += ms {
+		r, err := a.Reserve(ctx, "api", 1, 0)
+		require.NoError(t, err)
+		if r.OK {
+			admitted = append(admitted, at)
+		}
+		settle(a)
+		clk.advance(ms)
+	}
+	require.NotEmpty(t, admitted, "the share serves after the pause")
+	assert.GreaterOrEqual(t, admitted[0], 500*ms, "admitted inside the pause")
+}
