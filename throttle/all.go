@@ -222,6 +222,15 @@ func (a *all) ReserveParts(ctx context.Context, key string, costs []int, maxWait
 	return a.reserve(ctx, key, 0, costs, 0, maxWait)
 }
 
+// ReservePartsAfter implements [PartsDeferrer]: ReserveParts with the
+// common slot no earlier than after from now.
+func (a *all) ReservePartsAfter(ctx context.Context, key string, costs []int, after, maxWait time.Duration) (*Reservation, error) {
+	if err := checkCosts(ctx, key, costs, len(a.ls)); err != nil {
+		return nil, err
+	}
+	return a.reserve(ctx, key, 0, costs, after, maxWait)
+}
+
 // checkCosts validates the arguments of ReserveParts for a limiter of
 // parts parts.
 func checkCosts(ctx context.Context, key string, costs []int, parts int) error {

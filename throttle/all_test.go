@@ -387,3 +387,26 @@ func TestAllGivesUpOnNoCommonSlot(t *testing.T) {
 	_, err := throttle.All(&creepingLimiter{}, &creepingLimiter{}).Reserve(context.Background(), "k", 1, -1)
 	assert.ErrorContains(t, err, `throttle: All's parts found no common slot for key "k" in 32 rounds`)
 }
+
+// ReservePartsAfter books every part's own cost at one common slot no
+// earlier than after, and so does a Route over an All.
+func TestAllReservePartsAfter(t *testing.T) {
+	clk := newManualClock()
+	requests := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now))
+	tokens := newTokenBucket(t, throttle.PerSecond(1000), 100, throttle.WithClock(clk.Now))
+	both := throttle.All(requests, tokens)
+	routed := throttle.Route(func(string) throttle.Limiter { return both })
+	ctx := context.Background()
+	for _, l := range []throttle.Limiter{both, routed} {
+		r, err := l.(throttle.PartsDeferrer).ReservePartsAfter(ctx, "k", []int{1, 10}, 250*time.Millisecond, -1)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+		assert.Equal(t, 250*time.Millisecond, r.Delay)
+		require.NoError(t, r.Cancel(ctx))
+	}
+	r, err := both.(throttle.PartsDeferrer).ReservePartsAfter(ctx, "k", []int{1, 10}, 250*time.Millisecond, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, r.OK, "after is past the max wait")
+	_, err = both.(throttle.PartsDeferrer).ReservePartsAfter(ctx, "k", []int{1}, 0, -1)
+	assert.ErrorContains(t, err, "ReserveParts needs 2 costs")
+}

@@ -39,6 +39,16 @@ type PartsReserver interface {
 	ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*Reservation, error)
 }
 
+// PartsDeferrer is implemented by the [PartsReserver]s that can also book
+// their parts no earlier than after from now, as [Deferrer] does for one
+// cost: [All], and [Route] when the Limiter it picks can. A failure
+// policy that switches an LLM budget to a local one (redislimit's
+// Fallback) uses it to book no earlier than the slots already handed
+// out on the other side.
+type PartsDeferrer interface {
+	ReservePartsAfter(ctx context.Context, key string, costs []int, after, maxWait time.Duration) (*Reservation, error)
+}
+
 // Inspector is implemented by limiters that can report what they hold for
 // a key without taking anything: for a debug endpoint, a log line or a
 // metric. Inspect is cheap and never blocks for long; on a key the

@@ -97,6 +97,28 @@ func (r *router) ReserveParts(ctx context.Context, key string, costs []int, maxW
 	return l.Reserve(ctx, key, costs[0], maxWait)
 }
 
+// ReservePartsAfter implements [PartsDeferrer] when the picked Limiter
+// does. A picked Limiter that is only a PartsReserver books its parts
+// with ReserveParts, with the slot no later than it gives: best effort,
+// as ReserveAfter is; one without parts takes a single cost through
+// ReserveAfter.
+func (r *router) ReservePartsAfter(ctx context.Context, key string, costs []int, after, maxWait time.Duration) (*Reservation, error) {
+	l, err := r.route(key)
+	if err != nil {
+		return nil, err
+	}
+	switch p := l.(type) {
+	case PartsDeferrer:
+		return p.ReservePartsAfter(ctx, key, costs, after, maxWait)
+	case PartsReserver:
+		return p.ReserveParts(ctx, key, costs, maxWait)
+	}
+	if len(costs) != 1 {
+		return nil, fmt.Errorf("throttle: the Limiter Route picked for key %q has one part, got %d costs", key, len(costs))
+	}
+	return r.ReserveAfter(ctx, key, costs[0], after, maxWait)
+}
+
 // Inspect implements [Inspector]. A key whose Limiter cannot be inspected
 // reports an error.
 func (r *router) Inspect(ctx context.Context, key string) (KeyState, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -62,18 +63,31 @@ func (fallback) failurePolicy() {}
 // Each switch carries the key's horizon over, the latest slot handed out
 // on the side being left: switching to local, the local limiter books no
 // earlier than the latest Redis slot this process saw for the key (when
-// local implements [throttle.Deferrer], as the limiters of package
-// throttle do); on recovery, Redis books no earlier than the latest
-// local slot. So the units already booked ahead on one side are never
+// local implements [throttle.Deferrer], and for ReserveParts
+// [throttle.PartsDeferrer], as the limiters of package throttle do); on
+// recovery, Redis books no earlier than the latest local slot. So the units already booked ahead on one side are never
 // granted again on the other. What a switch can still add is the local
 // limiter's burst: it starts full, so each process may send up to its
 // local burst at the horizon on top of the shared schedule. A nil local
 // panics.
 func Fallback(local throttle.Limiter) FailurePolicy {
-	if local == nil {
+	// A nil pointer in the interface too: a local limiter whose
+	// constructor failed (a burst/N of 0, its error ignored) was taken,
+	// and the first outage panicked with a nil dereference (found by a
+	// user's test).
+	if isNil(local) {
 		panic("redislimit: Fallback given a nil Limiter")
 	}
 	return fallback{local: local}
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // fail applies the policy to err.
@@ -105,12 +119,20 @@ func (b *budget) fail(ctx context.Context, key string, n int, after, maxWait tim
 
 // failParts is fail for ReserveParts: a Fallback books costs on the local
 // limiter when it is a [throttle.PartsReserver], and the largest of them
-// otherwise.
+// otherwise. A [throttle.PartsDeferrer] books no earlier than the latest
+// Redis slot, as fail does; a bare PartsReserver cannot be told it.
 func (b *budget) failParts(ctx context.Context, key string, costs []int, maxWait time.Duration, err error) (*throttle.Reservation, error) {
 	if fb, ok := b.policy.(fallback); ok && errors.Is(err, ErrUnavailable) {
 		if pr, ok := fb.local.(throttle.PartsReserver); ok {
 			now := b.client.now()
-			r, err := pr.ReserveParts(ctx, key, costs, maxWait)
+			var r *throttle.Reservation
+			if pd, ok := pr.(throttle.PartsDeferrer); ok {
+				// Found by a user's test: booked at now, the units this
+				// process had booked ahead in Redis went out again.
+				r, err = pd.ReservePartsAfter(ctx, key, costs, time.Duration(b.horizons.redis(key, now)), maxWait)
+			} else {
+				r, err = pr.ReserveParts(ctx, key, costs, maxWait)
+			}
 			if err == nil && r.OK {
 				b.horizons.sawLocal(key, now+int64(r.Delay), now)
 			}

@@ -103,3 +103,59 @@ func TestFallbackCarriesTheHorizon(t *testing.T) {
 	assert.Equal(t, 1, failures)
 	assert.Equal(t, 1, recoveries)
 }
+
+// TestFallbackCarriesTheHorizonForParts is TestFallbackCarriesTheHorizon
+// through ReserveParts, as an LLM budget books its request, input and
+// output costs, with a local limiter that can book parts too
+// (throttle.All): switching to local, it must book no earlier than the
+// latest Redis slot this process saw, as Reserve does. It booked at now,
+// so the units Redis had booked ahead went out again locally (found by a
+// user's test).
+func TestFallbackCarriesTheHorizonForParts(t *testing.T) {
+	t.Parallel()
+	rdb := &switchable{Scripter: startRedis(t).client(t)}
+	c := newClock(0)
+	localRequests, err := throttle.NewTokenBucket(throttle.PerSecond(10), 1, throttle.WithClock(c.now))
+	require.NoError(t, err)
+	localTokens, err := throttle.NewTokenBucket(throttle.PerSecond(1000), 100, throttle.WithClock(c.now))
+	require.NoError(t, err)
+	requests, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option(),
+		WithFailurePolicy(Fallback(throttle.All(localRequests, localTokens))))
+	require.NoError(t, err)
+	tokens, err := NewTokenBucket(rdb, throttle.PerSecond(1000), 100, c.option())
+	require.NoError(t, err)
+	closeAll(t, requests, tokens)
+	budget, err := All(requests, tokens)
+	require.NoError(t, err)
+	delays := func(n int) []time.Duration {
+		var ds []time.Duration
+		for range n {
+			r, err := budget.ReserveParts(context.Background(), "k", []int{1, 10}, -1)
+			require.NoError(t, err)
+			require.True(t, r.OK)
+			ds = append(ds, r.Delay)
+		}
+		return ds
+	}
+	assert.Equal(t, []time.Duration{0, 100 * ms, 200 * ms}, delays(3), "from Redis")
+	rdb.down.Store(true)
+	for i, d := range delays(2) {
+		assert.GreaterOrEqual(t, d, 200*ms, "local unit %d goes before Redis's latest slot", i)
+	}
+}
+
+// TestFallbackNilPanics: a nil local limiter panics when the policy is
+// built, a nil pointer in the interface too, as the documentation says.
+// A local limiter whose constructor failed (burst/N of 0, its error
+// ignored) was taken, and the first outage panicked in Reserve with a nil
+// dereference (found by a user's test).
+func TestFallbackNilPanics(t *testing.T) {
+	t.Parallel()
+	const want = "redislimit: Fallback given a nil Limiter"
+	assert.PanicsWithValue(t, want, func() { Fallback(nil) })
+	local, err := throttle.NewTokenBucket(throttle.PerSecond(10), 10/20) // a burst of 10 over 20 processes
+	require.Error(t, err)
+	assert.PanicsWithValue(t, want, func() { Fallback(local) })
+	var bucket *TokenBucket
+	assert.PanicsWithValue(t, want, func() { Fallback(bucket) })
+}
