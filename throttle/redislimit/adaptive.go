@@ -161,7 +161,7 @@ type adaptiveSignal struct {
 // [WithFloor] apply. A ceiling above [MaxAdaptiveCeiling] per second, or a
 // floor below one unit per [throttle.DefaultMaxHold], is an error.
 func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Adaptive, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	if _, err := ceiling.Interval(); err != nil {

@@ -40,15 +40,25 @@ type budget struct {
 	boxed    atomic.Pointer[[]any] // see limitArgs
 }
 
+// constructors names the function that builds a limit of each algo, for
+// errors.
+var constructors = map[string]string{
+	"tb": "NewTokenBucket", "lb": "NewLeakyBucket", "fw": "NewFixedWindow",
+	"sl": "NewSlidingWindow", "swc": "NewSlidingWindowCounter",
+}
+
 // newBudget builds a budget on cfg's Client, or on a Client of its own
 // for rdb.
 func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	b := &budget{client: cfg.client, limits: limits, most: limits[0].most, policy: cfg.policy}
 	for _, l := range limits[1:] {
 		b.most = min(b.most, l.most)
+	}
+	if cfg.given("WithFloor") { // NewAdaptive's; it does not build a budget
+		return nil, fmt.Errorf("redislimit: %s does not take WithFloor, which only NewAdaptive takes", constructors[limits[0].algo])
 	}
 	if err := checkStated(cfg); err != nil {
 		return nil, err

@@ -87,7 +87,7 @@ func NewClient(rdb redis.Scripter, opts ...Option) (*Client, error) {
 }
 
 func newClient(rdb redis.Scripter, cfg config) *Client {
-	if rdb == nil {
+	if isNil(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	c := &Client{

@@ -35,6 +35,11 @@ type queueConfig struct {
 	manual       bool // test-only: no renewal goroutine; see withoutRenewals
 }
 
+// maxLease bounds WithLease: the queue's meta hash, whose birth starts
+// the lease of grace, lives a day past its last call (queue.lua), and a
+// longer lease only left a Queue that grants nothing until it ends.
+const maxLease = 24 * time.Hour
+
 // withoutRenewals has a Queue renew only when a test calls renew, so that
 // tests on frozen time decide when leases are renewed.
 func withoutRenewals() Option {
@@ -44,7 +49,8 @@ func withoutRenewals() Option {
 // WithLease sets how long a [Queue]'s permits and places in line last in
 // Redis without a renewal (default [DefaultLease], also for 0). It
 // bounds how long a dead holder keeps its permits. It must be longer than
-// the renewal period ([WithRenewEvery]). Limiters ignore it.
+// the renewal period ([WithRenewEvery]), and at most a day. Limiters
+// ignore it.
 func WithLease(d time.Duration) Option {
 	return option{"WithLease", false, func(c *config) { c.queue.lease = d }}
 }
@@ -72,7 +78,7 @@ func (queueFallback) failurePolicy() {}
 // fleet may hold those and the local slots both. A limiter given
 // QueueFallback fails closed. A nil local panics.
 func QueueFallback(local queue.Interface) FailurePolicy {
-	if local == nil || local == (*queue.Queue)(nil) {
+	if isNil(local) {
 		panic("redislimit: QueueFallback given a nil queue")
 	}
 	return queueFallback{local: local}
@@ -177,11 +183,12 @@ func (c *Client) granted(id string) {
 // [WithFailurePolicy] and either [WithClient] or the Client's options.
 //
 // NewQueue returns an error naming the value when maxInFlight is less
-// than 1, maxWaiting is less than 0, name is empty, or the lease is not
-// longer than the renewal period. Every process sharing the Queue must
-// give it the same maxInFlight, and should give it the same lease.
+// than 1 or more than 2^53, maxWaiting is less than 0, name is empty, or
+// the lease is not longer than the renewal period or is longer than a
+// day. Every process sharing the Queue must give it the same maxInFlight,
+// and should give it the same lease.
 func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts ...Option) (*Queue, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	cfg, err := newConfig(opts)
@@ -193,6 +200,11 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 	switch {
 	case maxInFlight < 1:
 		return nil, fmt.Errorf("redislimit: maxInFlight must be at least 1, got %d", maxInFlight)
+	case maxInFlight > 1<<53:
+		// The script hands out permits with ZRANGE, whose bounds Lua
+		// writes as doubles: past 2^53 every call failed with "value is
+		// not an integer" once the queue was warm.
+		return nil, fmt.Errorf("redislimit: maxInFlight %d is above 2^53, the most a queue counts exactly", maxInFlight)
 	case maxWaiting < 0:
 		return nil, fmt.Errorf("redislimit: maxWaiting must be at least 0, got %d", maxWaiting)
 	case name == "" || name[0] == '}':
@@ -201,11 +213,14 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 		return nil, fmt.Errorf("redislimit: queue name of %d bytes is longer than throttle.MaxKeyLen (%d)", len(name), throttle.MaxKeyLen)
 	case cfg.queue.every <= 0:
 		return nil, fmt.Errorf("redislimit: WithRenewEvery must be positive, got %v", cfg.queue.every)
+	case cfg.queue.lease > maxLease:
+		return nil, fmt.Errorf("redislimit: WithLease (%v) must be at most %v: a Queue grants no free permit for a lease on its first use, and a dead holder keeps its permits as long", cfg.queue.lease, maxLease)
 	case cfg.queue.lease <= cfg.queue.every:
 		return nil, fmt.Errorf("redislimit: WithLease (%v) must be longer than the renewal period, WithRenewEvery (%v)", cfg.queue.lease, cfg.queue.every)
 	}
 	for _, o := range cfg.set {
-		if o.name == "WithTolerance" || o.name == "WithWindowOffset" {
+		switch o.name {
+		case "WithTolerance", "WithWindowOffset", "WithSlotLease", "WithStated", "WithFloor":
 			return nil, fmt.Errorf("redislimit: NewQueue does not take %s", o.name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -104,10 +105,18 @@ func TestNewQueueBadInput(t *testing.T) {
 	}{
 		{"no permits", "api", 0, 0, nil, "maxInFlight must be at least 1, got 0"},
 		{"negative line", "api", 1, -1, nil, "maxWaiting must be at least 0, got -1"},
+		// Found by a user's test: math.MaxInt, for "no bound", was taken,
+		// and once warm every call failed with a Lua error.
+		{"unbounded in flight", "api", math.MaxInt, 0, nil, "maxInFlight 9223372036854775807 is above 2^53"},
+		{"past 2^53 in flight", "api", 1<<53 + 1, 0, nil, "maxInFlight 9007199254740993 is above 2^53"},
 		{"empty name", "", 1, 0, nil, `queue name must be non-empty and not start with '}', got ""`},
 		{"lease not longer than renewals", "api", 1, 0, []Option{WithLease(time.Second), WithRenewEvery(time.Second)}, "WithLease (1s) must be longer than the renewal period, WithRenewEvery (1s)"},
 		{"lease shorter than renewals", "api", 1, 0, []Option{WithLease(400 * time.Millisecond)}, "WithLease (400ms) must be longer than the renewal period, WithRenewEvery (500ms)"},
 		{"no renewals", "api", 1, 0, []Option{WithRenewEvery(0 - time.Second)}, "WithRenewEvery must be positive, got -1s"},
+		// Found by a user's test: accepted, the Queue then granted nothing
+		// for the lease of grace, that is never.
+		{"the largest lease", "api", 1, 0, []Option{WithLease(math.MaxInt64)}, "WithLease (2562047h47m16.854775807s) must be at most 24h0m0s"},
+		{"a lease past a day", "api", 1, 0, []Option{WithLease(24*time.Hour + time.Nanosecond), WithRenewEvery(time.Hour)}, "WithLease (24h0m0.000000001s) must be at most 24h0m0s"},
 		{"a limiter's option", "api", 1, 0, []Option{WithTolerance(time.Millisecond)}, "NewQueue does not take WithTolerance"},
 		{"a limiter's fallback", "api", 1, 0, []Option{WithFailurePolicy(Fallback(nopLimiter{}))}, "NewQueue takes FailClosed, FailOpen or QueueFallback"},
 		{"bad prefix", "api", 1, 0, []Option{WithPrefix("a{")}, "WithPrefix must not contain"},
@@ -126,6 +135,8 @@ func TestNewQueueBadInput(t *testing.T) {
 func TestQueueFallbackNilPanics(t *testing.T) {
 	t.Parallel()
 	assert.PanicsWithValue(t, "redislimit: QueueFallback given a nil queue", func() { QueueFallback(nil) })
+	var rq *Queue // a nil pointer of another type than queue.Queue
+	assert.PanicsWithValue(t, "redislimit: QueueFallback given a nil queue", func() { QueueFallback(rq) })
 }
 
 func TestQueueKeysShareOneHashTag(t *testing.T) {
@@ -155,6 +166,27 @@ func TestQueueGrantsUpToNAfterGrace(t *testing.T) {
 	r1()
 	r2()
 	assert.Equal(t, queue.Stats{InFlight: 0, Waiting: 0, Rejected: 1}, fleet(t, q))
+}
+
+// A queue of the most permits NewQueue takes, 2^53, grants, queues and
+// counts as a small one does.
+func TestQueueLargestMaxInFlight(t *testing.T) {
+	t.Parallel()
+	c := newClock(0)
+	q := newTestQueue(t, startRedis(t).client(t), c, 1<<53, 4)
+	waiter := acquireAsync(t, context.Background(), q, 1) // in line: the lease of grace
+	c.advance(testLease / 2)
+	q.renew(context.Background())
+	c.advance(testLease / 2)
+	q.renew(context.Background()) // warm: promotes the waiter
+	a := receive(t, waiter)
+	require.NoError(t, a.err)
+	release, ok := q.TryAcquire()
+	require.True(t, ok)
+	assert.Equal(t, queue.Stats{InFlight: 2}, fleet(t, q))
+	release()
+	a.release()
+	assert.Equal(t, queue.Stats{}, fleet(t, q))
 }
 
 // A release, however late or repeated, frees only its own permit.
