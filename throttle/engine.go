@@ -123,9 +123,10 @@ func newEngine[S any, A algorithm[S]](alg A, maxN int, c config) *engine[S, A] {
 
 // A full limiter sweeps for fresh keys to drop at most once per
 // sweepEvery, unless maxKeys/sweepGrowth keys were added since the last
-// sweep. Between sweeps a new key is refused at once, under the read
-// lock: a flood of new keys costs O(1) each, and keys already tracked are
-// not held up (issue 11, key flood: ≤ 10 µs per refusal at 100 000 keys).
+// sweep. Between sweeps a new key looks at a few tracked keys for a fresh
+// one to drop (dropSome), and is refused if it finds none: a flood of new
+// keys costs O(1) each, and keys already tracked are not held up (issue
+// 11, key flood: ≤ 10 µs per refusal at 100 000 keys).
 const (
 	sweepEvery  = time.Second
 	sweepGrowth = 8
@@ -142,10 +143,11 @@ func (k *engine[S, A]) lock(key string) (*keyState[S, A], int64, error) {
 	full := len(k.keys) >= k.maxKeys
 	k.mu.RUnlock()
 	if full {
-		if !k.startSweep() {
+		if k.startSweep() {
+			k.sweep()
+		} else if !k.dropSome() {
 			return nil, 0, k.full
 		}
-		k.sweep()
 	}
 
 	k.mu.Lock()
@@ -207,6 +209,53 @@ func (k *engine[S, A]) sweep() {
 			e.mu.Unlock()
 		}
 	}
+}
+
+// dropSample is how many tracked keys a full limiter looks at, between
+// sweeps, for a fresh one to drop for a new key: a few key locks, so that
+// a flood of new keys still costs O(1) each.
+const dropSample = 8
+
+// dropSome looks at up to dropSample tracked keys, from the random place
+// where ranging over a map starts, and drops those that are fresh. It
+// reports whether it dropped any. Between sweeps it lets a new key in when
+// keys have turned fresh since the last sweep, as [WithMaxKeys] promises,
+// without the cost of a sweep; a fresh key it misses is dropped by the
+// next sweep.
+func (k *engine[S, A]) dropSome() bool {
+	var stale [dropSample]string
+	n, seen := 0, 0
+	k.mu.RLock()
+	for key, e := range k.keys {
+		if seen++; seen > dropSample {
+			break
+		}
+		e.mu.Lock()
+		if e.isFresh() {
+			stale[n] = key
+			n++
+		}
+		e.mu.Unlock()
+	}
+	k.mu.RUnlock()
+	if n == 0 {
+		return false
+	}
+	dropped := false
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, key := range stale[:n] {
+		if e := k.keys[key]; e != nil {
+			e.mu.Lock()
+			if e.isFresh() {
+				delete(k.keys, key)
+				e.dropped = true
+				dropped = true
+			}
+			e.mu.Unlock()
+		}
+	}
+	return dropped
 }
 
 // isFresh reports whether the key holds nothing worth remembering. e.mu
@@ -343,9 +392,13 @@ func (k *engine[S, A]) inspect(ctx context.Context, key string) (KeyState, error
 	k.mu.RUnlock()
 	defer e.mu.Unlock()
 	now := e.tick()
+	left := k.alg.left(&e.s, now)
+	if e.pause.until > now {
+		left = 0 // nothing can be taken while the key is paused
+	}
 	return KeyState{
 		Key:       key,
-		Remaining: k.alg.left(&e.s, now),
+		Remaining: left,
 		Next:      time.Duration(k.alg.earliest(&e.s, now, max(e.pause.until, now), 1) - now),
 		Ahead:     k.alg.ahead(&e.s, now),
 		Paused:    time.Duration(max(e.pause.until-now, 0)),

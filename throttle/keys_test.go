@@ -55,9 +55,10 @@ func TestMaxKeysKeepsPausedKeys(t *testing.T) {
 }
 
 // TestFullLimiterSweepsSparingly checks the key-flood rule: once a sweep
-// found no room, new keys are refused at once, without another sweep,
-// until a second has passed (or many keys were added), even if a key has
-// turned fresh meanwhile.
+// found no room, new keys are refused without another sweep until a
+// second has passed (or many keys were added); meanwhile a new key looks
+// at a few tracked keys only, and takes the place of one that has turned
+// fresh (WithMaxKeys: a fresh key is dropped when room is needed).
 func TestFullLimiterSweepsSparingly(t *testing.T) {
 	clk := newManualClock()
 	tb := newTokenBucket(t, throttle.PerSecond(10), 1, throttle.WithClock(clk.Now), throttle.WithMaxKeys(2))
@@ -67,12 +68,15 @@ func TestFullLimiterSweepsSparingly(t *testing.T) {
 	_, err := tb.Reserve(ctx, "c", 1, 0)
 	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "swept, and nothing was fresh")
 
-	clk.Advance(500 * time.Millisecond) // a and b are fresh again
+	clk.Advance(50 * time.Millisecond) // a and b are still live
 	_, err = tb.Reserve(ctx, "c", 1, 0)
-	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "no second sweep within the second")
+	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "no second sweep within the second, and nothing fresh")
 
-	clk.Advance(500 * time.Millisecond)
+	clk.Advance(450 * time.Millisecond) // a and b are fresh again
 	reserveKey(t, tb, "c")
+	reserveKey(t, tb, "d")
+	_, err = tb.Reserve(ctx, "e", 1, 0)
+	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "c and d are live")
 }
 
 func reserveKey(t *testing.T, l throttle.Limiter, key string) {
@@ -217,4 +221,28 @@ func TestClockBeforeConstruction(t *testing.T) {
 		delays = append(delays, r.Delay)
 	}
 	assert.Equal(t, []time.Duration{0, time.Second, 2 * time.Second}, delays, "no negative delay, no extra units")
+}
+
+// WithMaxKeys says a fresh key is dropped when room is needed, and that
+// a new key fails with ErrTooManyKeys only when every tracked key is live.
+// But a full limiter sweeps for fresh keys at most once a second: a key
+// that turns fresh just after a sweep keeps its place, and a new key is
+// refused ("all 2 tracked keys hold live state") although neither is.
+func TestMaxKeysDropsKeysThatTurnedFreshSinceTheLastSweep(t *testing.T) {
+	ctx := context.Background()
+	clk := newManualClock()
+	tb, err := throttle.NewTokenBucket(throttle.PerSecond(10), 1, throttle.WithClock(clk.Now), throttle.WithMaxKeys(2))
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b"} {
+		r, err := tb.Reserve(ctx, k, 1, 0)
+		require.NoError(t, err)
+		require.True(t, r.OK)
+	}
+	_, err = tb.Reserve(ctx, "c", 1, 0)
+	require.ErrorIs(t, err, throttle.ErrTooManyKeys, "a and b are live: c is refused")
+
+	clk.Advance(200 * time.Millisecond) // a and b are full again: fresh
+	r, err := tb.Reserve(ctx, "c", 1, 0)
+	require.NoError(t, err, "a and b hold nothing worth remembering any more")
+	assert.True(t, r.OK)
 }
