@@ -66,7 +66,9 @@ func NewFixedWindow(limit int, window time.Duration, opts ...Option) (*FixedWind
 	}
 	alg := &fixedWindow{limit: int64(limit), tol: int64(c.tolerance), g: grid{w: int64(window)}}
 	k := newEngine(alg, limit, c)
-	k.alg.g.phase = floorMod(k.tl.unixNano(0)-int64(c.offset), int64(window))
+	// The offset is reduced to one window first: now − offset overflowed
+	// for an offset far from 0, and moved the grid.
+	k.alg.g.phase = floorMod(k.tl.unixNano(0)-floorMod(int64(c.offset), int64(window)), int64(window))
 	return &FixedWindow{e: k, limit: limit, window: window}, nil
 }
 

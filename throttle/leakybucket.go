@@ -45,6 +45,9 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if capacity < 0 {
 		return nil, fmt.Errorf("throttle: capacity must not be negative, got %d", capacity)
 	}
+	if _, err := span("capacity", capacity, r.interval()); err != nil {
+		return nil, err // before capacity+1, which overflows at math.MaxInt
+	}
 	interval, keep := tolerance.Bucket(r.interval(), capacity+1, c.tolerance)
 	if _, err := span("capacity", capacity+1, interval); err != nil {
 		return nil, err

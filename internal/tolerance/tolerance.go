@@ -4,7 +4,10 @@
 // tolerance keeps, which follows what the upstream shows.
 package tolerance
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Bucket applies a tolerance of d to a token bucket with the given
 // interval and burst, or to a leaky bucket of capacity burst-1 (which
@@ -15,9 +18,17 @@ func Bucket(interval time.Duration, burst int, d time.Duration) (time.Duration, 
 	if d <= 0 {
 		return interval, 0
 	}
-	keep := int((d + interval - 1) / interval)
-	if keep < burst {
-		return interval, keep
+	keep := d / interval // ceil(d/interval) without d+interval-1, which overflowed for a d near its maximum
+	if d%interval != 0 {
+		keep++
+	}
+	if keep < time.Duration(burst) {
+		return interval, int(keep)
+	}
+	if d > math.MaxInt64-interval {
+		// interval+d would overflow into a negative interval: saturate,
+		// so that the caller's span check refuses it.
+		return math.MaxInt64, 0
 	}
 	return interval + d, 0
 }
