@@ -12,6 +12,10 @@ import (
 // line already holds as many callers as the Queue allows.
 var ErrFull = errors.New("queue: full")
 
+// errNilContext is Acquire's answer to a nil context, as package
+// throttle's limiters answer it, rather than a nil pointer panic.
+var errNilContext = errors.New("queue: nil context")
+
 // Interface is what a caller needs of a bounded queue: a slot, waited for
 // or taken at once, and a snapshot of the counts. [*Queue] implements it
 // within one process; a queue shared by several processes (through Redis,
@@ -121,11 +125,11 @@ func New(maxInFlight, maxWaiting int) (*Queue, error) {
 // On success, the caller holds the slot until it calls release. Calling
 // release more than once is safe: only the first call has an effect.
 //
-// Acquire fails at once, taking nothing, if ctx is already done, or if every
-// slot is busy and the wait line is full; the latter error satisfies
-// errors.Is(err, [ErrFull]). If ctx ends while the caller waits, Acquire
-// leaves the Queue as it would have been had the call never been made, and
-// returns ctx.Err().
+// Acquire fails at once, taking nothing, if ctx is nil or already done, or
+// if every slot is busy and the wait line is full; the latter error
+// satisfies errors.Is(err, [ErrFull]). If ctx ends while the caller waits,
+// Acquire leaves the Queue as it would have been had the call never been
+// made, and returns ctx.Err().
 func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 	s, err := q.AcquireSlot(ctx)
 	if err != nil {
@@ -139,6 +143,9 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 // free slot costs no allocation; waiting in line costs what Acquire's
 // does.
 func (q *Queue) AcquireSlot(ctx context.Context) (Slot, error) {
+	if ctx == nil {
+		return Slot{}, errNilContext
+	}
 	done := ctx.Done()
 
 	q.mu.Lock()

@@ -663,3 +663,20 @@ func TestStress(t *testing.T) {
 		release()
 	}
 }
+
+// A nil context panicked in Acquire (nil pointer dereference on
+// ctx.Done()), where every limiter in package throttle returns an error
+// for it. Acquire returns an error, takes nothing, and counts nothing.
+func TestAcquireNilContext(t *testing.T) {
+	q := newQueue(t, 1, 1)
+	var ctx context.Context // a caller's unset field
+	release, err := q.Acquire(ctx)
+	require.Error(t, err)
+	assert.Nil(t, release)
+	_, err = q.AcquireSlot(ctx)
+	require.Error(t, err)
+	st := q.Stats()
+	assert.Zero(t, st.InFlight)
+	assert.Zero(t, st.Waiting)
+	assert.Zero(t, st.Rejected)
+}
