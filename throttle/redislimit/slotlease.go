@@ -181,6 +181,7 @@ type keyLease struct {
 	lastDue  int64         // the latest due time of a unit handed out
 	rate     float64       // units per second, smoothed
 	live     int64         // processes Redis last counted, at least 1
+	liveAt   int64         // when Redis last counted them (local ns)
 	down     bool          // the last lease call found Redis unavailable
 	shareTat int64         // the share's GCRA state, local ns (0: unused)
 	shareAt  int64         // no share slot before it
@@ -273,17 +274,38 @@ func (l *leases) key(key string) *keyLease {
 }
 
 // sweep drops the keys that hold nothing and know nothing that a new
-// lease call would not tell again. l.mu is held.
+// lease call would not tell again. Blocks whose every slot has passed
+// hold nothing: a key that went idle holding units had been kept for
+// good. A key marked down is dropped once its share's start has passed,
+// and one that counted other processes once that count is as old as
+// the count Redis keeps of this process (liveFor): else a key swept
+// just before an outage took the whole budget under FailShare, as if
+// alone. l.mu is held.
 func (l *leases) sweep() {
 	now := l.b.client.now()
+	stale := int64(liveFor(time.Duration(l.span)))
 	for k, kl := range l.keys {
 		kl.mu.Lock()
-		if len(kl.blocks) == 0 && kl.renewing == nil && !kl.down && kl.spent <= now && kl.shareTat <= now {
+		kl.dropPassed(now)
+		if len(kl.blocks) == 0 && kl.renewing == nil && (!kl.down || kl.shareAt <= now) &&
+			kl.spent <= now && kl.shareTat <= now && (kl.live <= 1 || now-kl.liveAt >= stale) {
 			delete(l.keys, k)
 		}
 		kl.mu.Unlock()
 	}
 	l.sweepAt = max(minSweep, 2*len(l.keys))
+}
+
+// dropPassed drops the blocks whose every unit's slot has passed by more
+// than the grace: none of them can be handed out. kl.mu is held.
+func (kl *keyLease) dropPassed(now int64) {
+	kl.blocks = slices.DeleteFunc(kl.blocks, func(bl *block) bool {
+		if bl.next < bl.k && bl.slot(bl.k-1)+bl.grace >= now {
+			return false
+		}
+		kl.dropped += int64(bl.k - bl.next)
+		return true
+	})
 }
 
 // goBackground runs f on a goroutine that close waits for, unless the
@@ -375,6 +397,11 @@ func (l *leases) reserve(ctx context.Context, key string, n int, maxWait time.Du
 			ch = l.renewLocked(kl, ks, n)
 		}
 		kl.mu.Unlock()
+		if ch == nil {
+			// Closed: no lease call starts again, so a caller books in
+			// Redis, as without WithSlotLease (it had spun forever).
+			return l.b.reserve(ctx, key, n, oneTrip, maxWait, track)
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -556,7 +583,8 @@ func (l *leases) trimLocked(kl *keyLease, ks []string, n int) {
 
 // renewLocked starts a lease call for key's state kl, in the background,
 // and returns the channel closed when it ends; a caller that needs it
-// waits on the channel under its own context. kl.mu is held.
+// waits on the channel under its own context. It returns nil once the
+// leases are closed. kl.mu is held.
 func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	ch := make(chan struct{})
 	now := l.b.client.now()
@@ -579,6 +607,7 @@ func (l *leases) renewLocked(kl *keyLease, ks []string, n int) chan struct{} {
 	if !l.goBackground(func() { l.renew(kl, ks, want, after, from+l.span/1000, ch) }) {
 		kl.renewing = nil
 		close(ch)
+		return nil // closed
 	}
 	return ch
 }
@@ -629,7 +658,7 @@ func (l *leases) file(kl *keyLease, ks []string, bl *block, spent, live, arrived
 	bl.ps = l.b.client.pauses.learn(ks[0], bl.epoch, bl.shifted, true)
 	kl.mu.Lock()
 	defer kl.mu.Unlock()
-	kl.down, kl.live, kl.err = false, max(live, 1), nil
+	kl.down, kl.live, kl.liveAt, kl.err = false, max(live, 1), arrived, nil
 	kl.shareTat, kl.shareAt = 0, 0
 	if bl.k == 0 {
 		kl.spent, kl.seen = arrived+spent, [2]int64{bl.epoch, bl.shifted}
