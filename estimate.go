@@ -175,7 +175,17 @@ func (c *call) gate(ctx context.Context, maxWait time.Duration, byDeadline bool)
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: g.Delay, Deadline: byDeadline})
 	}
 	c.recorded = true
-	return c.wait(ctx, g)
+	if g.Delay <= 0 || (c.t.observer.Waited == nil && c.t.observer.Refused == nil) {
+		return c.wait(ctx, g)
+	}
+	// The record holds the attempt back: a wait for its slot in the
+	// budget, which Observer.Waited reports (it had gone unreported when
+	// the configured limiter let the attempt go at once).
+	start := time.Since(c.t.epoch)
+	c.waiting(start)
+	err = c.wait(ctx, g)
+	c.gated = time.Since(c.t.epoch) - start
+	return err
 }
 
 // neverSent reports whether err, from the base RoundTripper, says the

@@ -281,6 +281,9 @@ type call struct {
 	// limiter alone, because the record had heard nothing yet.
 	unheard bool
 	attempt int
+	// gated is how long this attempt waited in the gate of the
+	// upstream's record (WithEstimate with WithUpstream), when measured.
+	gated time.Duration
 	// due is this attempt's booked slot as time since the Transport's
 	// epoch, when a learner hears its lateness; late is how long after
 	// it the attempt was sent (Outcome.Late).
@@ -401,7 +404,7 @@ func (c *call) run() (*http.Response, error) {
 func (c *call) book(ctx context.Context) error {
 	l := c.t.limiter
 	c.recorded, c.unheard = false, false
-	c.due, c.late = 0, 0
+	c.due, c.late, c.gated = 0, 0, 0
 	if c.t.upstream != nil && !c.t.alone && !c.t.upstream.Heard() {
 		// Nothing stated yet: the record would admit at once. Overhead
 		// goal (≤ 1 µs, ≤ 3 allocs a request) fails booking both. Alone,
@@ -464,9 +467,9 @@ func (c *call) book(ctx context.Context) error {
 		c.unbook(ctx)
 		return err
 	}
-	var waited time.Duration
+	waited := c.gated
 	if timed {
-		waited = time.Since(c.t.epoch) - start + held
+		waited = time.Since(c.t.epoch) - start + held // the gate's wait included
 	}
 	c.waited(waited)
 	return nil
