@@ -331,6 +331,7 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 // too, and an excess in a window after the cursor's (a state that had
 // forgotten it) counts there like a booking.
 func (f *fixedWindow) settle(s *fixedState, now int64, c claim, delta int64, latest, stale bool) {
+	delta = min(delta, farUnits) // bad input: the window is full either way, and its count does not wrap around
 	if i := s.find(c.seq); i >= 0 && !stale && c.n > 0 {
 		// A later pause lays out what is really sent; no booking holds
 		// more than a window (the layout needs each to fit in one).

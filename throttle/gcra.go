@@ -142,6 +142,10 @@ func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) 
 func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, stale bool) {
 	iv, _ := g.params()
 	before := s.tat
+	// An actual far beyond any capacity (bad input, but the call has
+	// happened) is charged as far as tat can go: delta*iv, or tat past
+	// it, would wrap around and let the key admit at once.
+	delta = min(delta, farCharge/iv)
 	switch {
 	case delta > 0 && stale:
 		s.tat = max(s.tat, now) + delta*iv // the dropped tat lay no later than now
@@ -164,8 +168,20 @@ func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, sta
 		s.tat = max(s.tat-back, s.floor)
 		s.gone += before - s.tat
 	}
+	if delta > 0 {
+		s.tat = max(before, min(s.tat, max(now, c.slot)+farCharge))
+	}
 	s.adj += s.tat - before
 }
+
+// farCharge (ns, about 36 years) bounds how far past now, or the
+// booking's slot, a settle's excess moves a key's tat, and farUnits the
+// units a settle's excess adds to a window's count: far more than any
+// limiter admits, and far from where int64 wraps around.
+const (
+	farCharge = 1 << 60
+	farUnits  = 1 << 40
+)
 
 func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }
 

@@ -29,7 +29,10 @@ type Booking interface {
 // value per part: one for a Reservation from Reserve, len(costs) for one
 // from [PartsReserver.ReserveParts]. Reservation.Settle checks that
 // there is at least one value and that none is negative, and calls it at
-// most once; the Settler checks the count against its parts.
+// most once; the Settler checks the count against its parts. A Settler
+// that also has a method SettleParts() int, the count it takes, has the
+// count checked before that one call, so that a wrong count changes
+// nothing and the caller may settle again.
 type Settler interface {
 	Settle(ctx context.Context, actual []int) error
 }
@@ -232,7 +235,9 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // It returns an error, and changes nothing, when the number of values is
 // wrong or one is negative. An actual larger than a part could ever
 // admit at once is still charged, since the call has happened, and the
-// error returned wraps [ErrExceedsCapacity]. A Booking from outside this
+// error returned wraps [ErrExceedsCapacity]; a charge so large that the
+// arithmetic would wrap around moves a bucket about 36 years on, or
+// counts 2^40 units in a window. A Booking from outside this
 // package that is not a [Settler] gives [ErrNoSettle].
 func (r *Reservation) Settle(ctx context.Context, actual ...int) error {
 	if ctx == nil {
@@ -241,8 +246,10 @@ func (r *Reservation) Settle(ctx context.Context, actual ...int) error {
 	if !r.OK || r.booking == nil {
 		return nil
 	}
-	if p, ok := r.booking.(interface{ parts() int }); ok && len(actual) != p.parts() {
-		return fmt.Errorf("throttle: Settle needs %d actual costs, one per part, got %d", p.parts(), len(actual))
+	if p, ok := r.booking.(interface{ SettleParts() int }); ok && len(actual) != p.SettleParts() {
+		// Checked here, not by the Settler once called: the call is
+		// made once, and a wrong count must leave it to the next Settle.
+		return fmt.Errorf("throttle: Settle needs %d actual costs, one per part, got %d", p.SettleParts(), len(actual))
 	}
 	if len(actual) == 0 {
 		return errors.New("throttle: Settle needs an actual cost")
@@ -313,8 +320,8 @@ func (c *claim) Cancel(context.Context) error {
 	return nil
 }
 
-// parts returns how many actual costs Settle takes.
-func (c *claim) parts() int { return 1 }
+// SettleParts returns how many actual costs Settle takes (see [Settler]).
+func (c *claim) SettleParts() int { return 1 }
 
 // Settle implements [Settler].
 func (c *claim) Settle(_ context.Context, actual []int) error {
@@ -345,8 +352,8 @@ type allBooking struct {
 	nparts      int
 }
 
-// parts returns how many actual costs Settle takes.
-func (b *allBooking) parts() int { return max(b.nparts, 1) }
+// SettleParts returns how many actual costs Settle takes (see [Settler]).
+func (b *allBooking) SettleParts() int { return max(b.nparts, 1) }
 
 // Settle implements [Settler]. A built-in limiter in several parts is
 // settled to the largest of their actual costs, as it was booked at the

@@ -226,6 +226,7 @@ func (l *slidingLog) give(s *logState, now int64, b claim, moved int64, latest b
 // never raises the count of any interval, whether or not later bookings
 // exist (see give).
 func (l *slidingLog) settle(s *logState, now int64, b claim, delta int64, latest, stale bool) {
+	delta = min(delta, farUnits) // bad input: the window is full either way, and its count does not wrap around
 	switch {
 	case delta < 0 && !stale:
 		b.n = int(-delta)

@@ -161,6 +161,7 @@ func (c *slidingCounter) give(s *counterState, now int64, b claim, moved int64, 
 // after the cursor's (a state that had forgotten the booking) counts
 // there like a booking.
 func (c *slidingCounter) settle(s *counterState, now int64, b claim, delta int64, latest, stale bool) {
+	delta = min(delta, farUnits) // bad input: the window is full either way, and its count does not wrap around
 	if delta < 0 && stale {
 		return
 	}

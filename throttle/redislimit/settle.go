@@ -102,6 +102,17 @@ func (b *booking) Settle(_ context.Context, actual []int) error {
 	return errors.Join(errs...)
 }
 
+// SettleParts returns how many actual costs Settle takes, for
+// [throttle.Reservation.Settle] to check before it makes its one call:
+// one for a booking of Reserve, one per part of [All] for one of
+// [Composite.ReserveParts].
+func (b *booking) SettleParts() int {
+	if b.parts == nil {
+		return 1
+	}
+	return len(b.parts)
+}
+
 // pendingKey names the settles that may ride on a call: those of one
 // limiter's bookings on one key, since a call carries its limiter's
 // limits.

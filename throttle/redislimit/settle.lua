@@ -31,6 +31,21 @@ local settle = {}
 -- A key settled a thousand times a second keeps 60 000 ids (a few MB).
 local settleMemory = 60 * 1000000
 
+-- farCharge (µs, about 35 years) bounds how far a settle's excess moves
+-- a bucket's tat, and farUnits the units it adds to a window: an actual
+-- far beyond any capacity (bad input, but the call has happened) is
+-- charged that far, as throttle's settle does. Past 2^53 a number is not
+-- exact, and past 2^63 it does not pack: the state was lost, or the call
+-- carrying the settle failed.
+local farCharge, farUnits = 2 ^ 50, 2 ^ 40
+
+-- excess bounds a settle's excess delta on part p.
+local function excess(p, delta)
+  if delta <= 0 then return delta end
+  if p.interval then return math.min(delta, math.max(math.floor(farCharge / (p.interval + 1)), 1)) end
+  return math.min(delta, farUnits)
+end
+
 -- one applies the settle in ARGV text to parts.
 local function one(P, parts, text)
   local f = {}
@@ -48,7 +63,10 @@ local function one(P, parts, text)
     local j = 5 + 3 * (i - 1)
     local n, actual = tonumber(f[j + 1]), tonumber(f[j + 2])
     if actual ~= n then
-      algorithms[p.algo].settle(p, tokens(f[j]), n, actual - n, slot, stale or p.new, id)
+      algorithms[p.algo].settle(p, tokens(f[j]), n, excess(p, actual - n), slot, stale or p.new, id)
+      if p.interval and actual > n and p.state.tat > now + farCharge then
+        p.state.tat, p.state.owe = now + farCharge, 0 -- charges again and again
+      end
       p.settled = true
       if actual > n then p.new = false end -- an excess makes the state
     end
