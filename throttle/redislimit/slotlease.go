@@ -73,7 +73,11 @@ import (
 //     monotonic clock.
 //
 // Reserve and AllowN take leased units; ReserveAfter (and so [All])
-// books in Redis as without WithSlotLease.
+// books in Redis as without WithSlotLease. Leased units cannot be
+// settled: [throttle.Reservation.Settle] of a reservation from Reserve
+// returns [throttle.ErrNoSettle], and the units keep their estimate. A
+// budget whose costs are settled (an LLM API's, with egress.WithEstimate)
+// books through [All], which settles in Redis.
 func WithSlotLease(span time.Duration) Option {
 	return option{"WithSlotLease", false, func(c *config) { c.slotLease = span }}
 }
