@@ -133,9 +133,10 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	o, err := m.take(ctx, key, n, maxWait)
 	switch {
-	case errors.Is(err, errEnded):
+	case errors.Is(err, errEnded), err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		// The client went away, or its deadline comes before the slot:
-		// the reservation was given back.
+		// the reservation was given back, or never made. The limiter
+		// did decide: this is no degraded answer.
 		http.Error(w, "middleware: the request ended while waiting for its slot", http.StatusServiceUnavailable)
 		return false
 	case err != nil:
