@@ -37,7 +37,12 @@ func (f optionFunc) apply(t *Transport) { f(t) }
 // When l also implements [throttle.Pauser], a response in which the
 // upstream asks to slow down (a 429 with Retry-After, or, without
 // WithUpstream, quota headers at 0) pauses the key for every caller of l,
-// for at most the retry policy's MaxPause, even without [WithRetry].
+// for at most the retry policy's MaxPause, even without [WithRetry]. A
+// pause moves every booking still ahead later by its length, also those
+// already booked at or after the reset: against a fixed or sliding
+// window, a 200 at 0 left then costs the next window's start. When the
+// API sends quota headers, give [WithUpstream] too: a quota at 0 then
+// holds new requests back until its reset and moves nothing.
 // WithLimiter panics if l is nil.
 func WithLimiter(l throttle.Limiter) Option {
 	if l == nil {
