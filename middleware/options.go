@@ -39,7 +39,9 @@ func WithFallback(f KeyFunc) Option {
 // WithCost sets how many units of its key's budget each request takes.
 // The default is 1. A request whose cost is above what the limiter can
 // ever grant at once is refused with 429 and no Retry-After, since waiting
-// cannot help; a cost below 1 is answered with 500.
+// cannot help; a cost below 1 is answered with 500. The headers count
+// units, not requests: a client that follows them must weigh each
+// request the same way (egress.WithCost), or it sends more than is left.
 func WithCost(f func(r *http.Request) int) Option {
 	if f == nil {
 		panic("middleware: WithCost given a nil func")
