@@ -35,7 +35,8 @@
 // client that sends r more requests before t passes is never refused, and
 // one that is refused and waits exactly Retry-After (whole seconds,
 // rounded up) is admitted, provided nobody else spends the same key
-// meanwhile. egress's client reads these fields ([retryafter.ParseQuota])
+// meanwhile. egress's client reads these fields
+// ([github.com/egress-go/egress/retryafter.ParseQuota])
 // and pauses on r=0 for t, so an egress client with no limit of its own
 // follows the server's. [Describe] tells what each algorithm's q, w, r
 // and t mean.

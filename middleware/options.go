@@ -66,8 +66,9 @@ func WithMaxWait(d time.Duration) Option {
 // WithPolicies tells the middleware which limits hold each key, for the
 // RateLimit and RateLimit-Policy headers, when its Limiter is one it
 // cannot look into: a [throttle.Route] of plan tiers, a [throttle.All],
-// or your own. policies returns the [Describe]d limits of key's tier; it
-// must be fast and safe for concurrent use, so build each Policies once.
+// or your own. policies returns the limits of key's tier, built with
+// [Describe]; it must be fast and safe for concurrent use, so build each
+// Policies once.
 // When it returns nil (or a zero Policies), that response states no
 // policy.
 //

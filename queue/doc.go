@@ -29,5 +29,5 @@
 //
 // The egress Transport takes a Queue, or any [Interface], through
 // egress.WithQueue, and holds a slot from the start of a request until its
-// response body is closed or its context ends.
+// response body is closed, read to the end or fails, or its context ends.
 package queue

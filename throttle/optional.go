@@ -39,8 +39,8 @@ type PartsReserver interface {
 	ReserveParts(ctx context.Context, key string, costs []int, maxWait time.Duration) (*Reservation, error)
 }
 
-// PartsDeferrer is implemented by the [PartsReserver]s that can also book
-// their parts no earlier than after from now, as [Deferrer] does for one
+// PartsDeferrer is implemented by each [PartsReserver] that can also book
+// its parts no earlier than after from now, as [Deferrer] does for one
 // cost: [All], and [Route] when the Limiter it picks can. A failure
 // policy that switches an LLM budget to a local one (redislimit's
 // Fallback) uses it to book no earlier than the slots already handed
