@@ -212,8 +212,9 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 	if d, ok := ctx.Deadline(); ok && d.Before(bound) {
 		bound = d
 	}
-	if err != nil && !time.Now().Before(bound) {
-		// The client's own i/o deadline is the context's: say whose.
+	if err != nil && !time.Now().Before(bound) && !errors.Is(err, context.DeadlineExceeded) {
+		// The client's own i/o deadline is the context's: say whose
+		// (once: go-redis may have said it already).
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	if unavailable(err) {
