@@ -55,11 +55,12 @@ func (b *releaseBody) releaseOnce() {
 
 // holdSlot makes resp's body release the queue slot when it is closed,
 // read to the end or fails, or when ctx ends. It releases the slot now when
-// there is no body to hold it: a nil body, http.NoBody, or a 101 Switching
+// there is no body to hold it: a nil body, http.NoBody, a response that
+// has no content whatever its Body (see bodiless), or a 101 Switching
 // Protocols, whose body is the connection itself, which WebSocket clients
 // type-assert to io.ReadWriteCloser.
-func holdSlot(ctx context.Context, resp *http.Response, slot held) {
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+func holdSlot(ctx context.Context, method string, resp *http.Response, slot held) {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols || bodiless(method, resp.StatusCode) {
 		slot.Release()
 		return
 	}
@@ -68,6 +69,17 @@ func holdSlot(ctx context.Context, resp *http.Response, slot held) {
 		b.stop = context.AfterFunc(ctx, slot.Release)
 	}
 	resp.Body = b
+}
+
+// bodiless reports whether a response to method with status has no
+// content (RFC 9110, 6.4.1): the answer to a HEAD, a 204 or a 304. Its
+// stream has ended when the response arrives, so it holds nothing in
+// flight. Over HTTP/1.1 net/http gives such a response http.NoBody; over
+// HTTP/2 an empty body of its own, which held the slot until closed, so
+// that a program that never closed the empty body of a HEAD or a 204
+// leaked a slot per call over HTTP/2 only.
+func bodiless(method string, status int) bool {
+	return method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified
 }
 
 // setAside makes resp safe to hold while a retry is tried, and perhaps to

@@ -191,7 +191,9 @@ func NewClient(opts ...Option) *http.Client {
 // [http.Client.Timeout] fires), whichever comes first, and released
 // exactly once. A 101 Switching Protocols response is returned with its
 // body unwrapped, since WebSocket clients type-assert it to
-// [io.ReadWriteCloser]; its slot is released at once.
+// [io.ReadWriteCloser]; its slot is released at once, as is the slot of a
+// response that has no content (the answer to a HEAD, a 204 or a 304),
+// which holds nothing in flight, whatever its body.
 //
 // A pause cannot recall requests already sent: those on the wire when the
 // upstream's 429 arrived may meet 429s too.
@@ -228,7 +230,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		slot.Release()
 		return nil, err
 	}
-	holdSlot(ctx, resp, slot)
+	holdSlot(ctx, req.Method, resp, slot)
 	return resp, nil
 }
 
