@@ -287,6 +287,13 @@ type Upstream struct {
 	mu   sync.Mutex
 	last int64 // the latest clock reading, so that time never goes back
 	keys map[string]*statedKey
+	// A full record sweeps for fresh keys at most once per sweepEvery
+	// or per maxKeys/sweepGrowth keys added, as the limiters' engine
+	// does (makeRoom): sweptAt is when it last swept, on the clock,
+	// swept whether it ever has, added how many keys came in since.
+	sweptAt int64
+	swept   bool
+	added   int
 }
 
 // Heard reports whether the upstream has said anything the record
@@ -1115,19 +1122,39 @@ func (u *Upstream) lookup(key string, now int64) (*statedKey, error) {
 // add creates key's record, dropping fresh records when full. u.mu is
 // held.
 func (u *Upstream) add(key string, now int64) (*statedKey, error) {
-	if len(u.keys) >= u.maxKeys {
-		for k, s := range u.keys {
-			if s.fresh(now, u.maxHold) {
-				delete(u.keys, k)
-			}
-		}
-		if len(u.keys) >= u.maxKeys {
-			return nil, ErrTooManyKeys
-		}
+	if len(u.keys) >= u.maxKeys && !u.makeRoom(now) {
+		return nil, ErrTooManyKeys
 	}
 	k := &statedKey{}
 	u.keys[key] = k
+	u.added++
 	return k, nil
+}
+
+// makeRoom drops fresh records from a full record, and reports whether
+// there is room for a new key. It sweeps every key at most once per
+// sweepEvery, or after maxKeys/sweepGrowth keys were added; in between it
+// looks at dropSample keys, from the random place where ranging over a
+// map starts. A full sweep on every new key held u.mu, and with it every
+// booking of every key, for 1.5–40 ms at 100 000 keys while a flood of
+// new keys was refused one by one. u.mu is held.
+func (u *Upstream) makeRoom(now int64) bool {
+	sweep := !u.swept || now-u.sweptAt >= int64(sweepEvery) || u.added >= max(u.maxKeys/sweepGrowth, 1)
+	if sweep {
+		u.swept, u.sweptAt, u.added = true, now, 0
+	}
+	seen := 0
+	for k, s := range u.keys {
+		if !sweep {
+			if seen++; seen > dropSample {
+				break
+			}
+		}
+		if s.fresh(now, u.maxHold) {
+			delete(u.keys, k)
+		}
+	}
+	return len(u.keys) < u.maxKeys
 }
 
 // fresh reports whether dropping k loses nothing: nothing in flight (or
