@@ -32,7 +32,11 @@ type booking struct{}
 // an [http.Client] too, whose Timeout wraps the body); Settle finds the
 // reservation through resp.Request's context, so a replaced body does not
 // matter. When a retry was made, it settles the attempt that brought
-// resp; attempts answered with a 429 keep their estimate. A request whose
+// resp; attempts answered with a 429 keep their estimate. So do the
+// redirects an [http.Client] follows: each hop is a request of its own,
+// booked at its estimate, and resp is the last hop's. Settle a redirect
+// in the Client's CheckRedirect, where req.Response is the redirect
+// (egress.Settle(req.Response, ...)), or with [WithActual]. A request whose
 // connection could not be made gives its estimate back at once; one that
 // failed after it may have reached the upstream keeps it.
 //
