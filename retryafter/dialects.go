@@ -1,7 +1,7 @@
 package retryafter
 
 import (
-	"net/http"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -143,12 +143,7 @@ func (f fields) appendDialects(rs []reading, ref time.Time) []reading {
 func (d *dialect) read(f fields, ref time.Time) reading {
 	r := newReading(d.quotaName(f), d.family)
 	r.Refills = d.refills
-	for v := range f.members(d.limit) {
-		v, _, _ = strings.Cut(v, ";")
-		if n, ok := parseCount(strings.TrimRight(v, " \t")); ok {
-			r.setLimit(n)
-		}
-	}
+	r.readLimit(f, d.limit)
 	for v := range f.members(d.remaining) {
 		if n, ok := parseCount(v); ok {
 			r.setRemaining(n)
@@ -191,6 +186,33 @@ func (d *dialect) read(f fields, ref time.Time) reading {
 		r.readUsedOfSize(v, d.drain)
 	}
 	return r
+}
+
+// readLimit reads the limit field key. Draft-03's RateLimit-Limit (and
+// Envoy's X- prefixed copy) is "expiring-limit [, quota-policy]*": the bare
+// first member is the limit that Remaining and Reset describe, the one
+// closest to exhaustion, and the members with parameters ("10;w=1")
+// describe every policy, so they are not the limit ("50, 10;w=1, 50;w=60"
+// is a limit of 50). Bare members win (the lowest, when the field repeats);
+// a field of policies alone gives the lowest of their quotas.
+func (r *reading) readLimit(f fields, key string) {
+	bare, policy := Unknown, Unknown
+	for v := range f.members(key) {
+		v, params, _ := strings.Cut(v, ";")
+		n, ok := parseCount(strings.TrimRight(v, " \t"))
+		switch {
+		case !ok || n < 0:
+		case params == "" && (bare == Unknown || n < bare):
+			bare = n
+		case params != "" && (policy == Unknown || n < policy):
+			policy = n
+		}
+	}
+	if bare != Unknown {
+		r.setLimit(bare)
+	} else if policy != Unknown {
+		r.setLimit(policy)
+	}
 }
 
 // quotaName returns the value of the first naming field present, or the
@@ -251,10 +273,10 @@ func httpDate(v string) (time.Time, bool) {
 	if len(v) > MaxValueLen {
 		return time.Time{}, false
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		t, err = time.Parse(time.RFC1123, v)
+	if t, ok := parseHTTPDate(v); ok {
+		return t, true
 	}
+	t, err := time.Parse(time.RFC1123, v)
 	return t, err == nil
 }
 
@@ -342,7 +364,12 @@ func (r *reading) readUsedOfSize(v string, drain time.Duration) {
 	r.setReset(time.Duration(drained) * leak)
 	r.Precision = max(r.Precision, min(leak, time.Second)) // a Precision is at most a second (Quota); a bucket of fewer than 20 calls leaks slower
 	if used >= size {
-		over := time.Duration(min(used-size+1, size))
-		r.fits = clamp(over * drain / time.Duration(size))
+		// over × drain / size, in 128 bits: over ≤ size, so the quotient
+		// is at most drain, but the product overflows an int64 once over
+		// passes 2⁶³/drain (about 4.6e8 calls for 20 s).
+		over := uint64(min(used-size+1, size))
+		hi, lo := bits.Mul64(over, uint64(drain))
+		fits, _ := bits.Div64(hi, lo, uint64(size))
+		r.fits = clamp(time.Duration(fits))
 	}
 }

@@ -1,6 +1,7 @@
 package retryafter
 
 import (
+	"math"
 	"time"
 
 	"github.com/dunglas/httpsfv"
@@ -26,6 +27,7 @@ func (f fields) appendIETF(rs []reading) []reading {
 	if !f.has(presentIETF) {
 		return rs
 	}
+	start := len(rs)
 	index := map[string]int{}
 	get := func(name string) *reading {
 		i, ok := index[name]
@@ -44,7 +46,7 @@ func (f fields) appendIETF(rs []reading) []reading {
 		}
 	}
 	for _, it := range list {
-		name, r, t, ok := policyItem(it, "r", "t")
+		name, r, t, ok := policyItem(it, "r", "t", true)
 		if !ok {
 			continue
 		}
@@ -59,12 +61,12 @@ func (f fields) appendIETF(rs []reading) []reading {
 
 	policies, _ := f.sfList(keyRateLimitPolicy)
 	for _, it := range policies {
-		name, limit, window, ok := policyItem(it, "q", "w")
+		name, limit, window, ok := policyItem(it, "q", "w", false)
 		if !ok {
 			continue
 		}
 		if limit < 0 {
-			_, limit, _, ok = policyItem(it, "l", "w")
+			_, limit, _, ok = policyItem(it, "l", "w", false)
 			if !ok {
 				continue
 			}
@@ -77,7 +79,15 @@ func (f fields) appendIETF(rs []reading) []reading {
 			q.Window = max(q.Window, seconds(window))
 		}
 	}
-	return rs
+	// An item that stated none of r, t and q (the draft requires r and q)
+	// describes no quota: `"default"` alone, or a policy with only w.
+	kept := rs[:start]
+	for _, r := range rs[start:] {
+		if r.known() {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // readIETFDictionary reads draft-07's RateLimit Dictionary,
@@ -92,19 +102,20 @@ func (f fields) readIETFDictionary() (reading, bool) {
 		return reading{}, false
 	}
 	r := newReading("ratelimit", familyIETF)
-	if n, ok := dictNumber(dict, "limit"); ok {
+	if n, ok := dictNumber(dict, "limit", false); ok {
 		r.setLimit(int(min(n, maxWhole)))
 	}
-	if n, ok := dictNumber(dict, "remaining"); ok {
+	if n, ok := dictNumber(dict, "remaining", false); ok {
 		r.setRemaining(int(min(n, maxWhole)))
 	}
-	if n, ok := dictNumber(dict, "reset"); ok {
+	if n, ok := dictNumber(dict, "reset", true); ok {
 		r.setReset(seconds(n))
 	}
 	return r, r.known()
 }
 
-func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
+// dictNumber reads the number under key; up is as for nonNegative.
+func dictNumber(d *httpsfv.Dictionary, key string, up bool) (int64, bool) {
 	m, ok := d.Get(key)
 	if !ok {
 		return 0, false
@@ -113,7 +124,7 @@ func dictNumber(d *httpsfv.Dictionary, key string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	n := nonNegative(it.Value)
+	n := nonNegative(it.Value, up)
 	return n, n >= 0
 }
 
@@ -140,8 +151,9 @@ func fieldLen(vs []string) int {
 
 // policyItem reads one list member as a policy id with two numeric
 // parameters a and b. A missing parameter is -1; a parameter that is present
-// but not a non-negative number makes the item malformed.
-func policyItem(m httpsfv.Member, a, b string) (name string, va, vb int64, ok bool) {
+// but not a non-negative number makes the item malformed. bUp rounds a
+// Decimal b up, as a reset must be: see nonNegative.
+func policyItem(m httpsfv.Member, a, b string, bUp bool) (name string, va, vb int64, ok bool) {
 	it, isItem := m.(httpsfv.Item)
 	if !isItem {
 		return "", 0, 0, false
@@ -157,12 +169,12 @@ func policyItem(m httpsfv.Member, a, b string) (name string, va, vb int64, ok bo
 	va, vb = -1, -1
 	if it.Params != nil {
 		if v, present := it.Params.Get(a); present {
-			if va = nonNegative(v); va < 0 {
+			if va = nonNegative(v, false); va < 0 {
 				return "", 0, 0, false
 			}
 		}
 		if v, present := it.Params.Get(b); present {
-			if vb = nonNegative(v); vb < 0 {
+			if vb = nonNegative(v, bUp); vb < 0 {
 				return "", 0, 0, false
 			}
 		}
@@ -170,18 +182,25 @@ func policyItem(m httpsfv.Member, a, b string) (name string, va, vb int64, ok bo
 	return name, va, vb, true
 }
 
-// nonNegative returns a Structured Field Integer, or a Decimal rounded down,
-// when it is not negative; otherwise -1.
-func nonNegative(v any) int64 {
+// nonNegative returns a Structured Field Integer, or a Decimal rounded down
+// (up when up is set), when it is not negative; otherwise -1. Counts round
+// down, to the cautious side; a reset rounds up, since t=1.5 read as 1
+// would send the client back half a second before the quota returns, and
+// t=0.5 read as 0 would be no signal at all.
+func nonNegative(v any, up bool) int64 {
 	switch n := v.(type) {
 	case int64:
 		if n >= 0 {
 			return n
 		}
 	case float64:
-		if n >= 0 && n < maxWhole {
-			return int64(n)
+		if n < 0 || n >= maxWhole { // NaN never reaches here: Structured Fields have none
+			return -1
 		}
+		if up {
+			return int64(math.Ceil(n))
+		}
+		return int64(n)
 	}
 	return -1
 }

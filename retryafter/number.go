@@ -2,7 +2,6 @@ package retryafter
 
 import (
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -100,12 +99,8 @@ func parseReset(s string, ref time.Time) (time.Duration, bool) {
 		if len(s) > MaxValueLen || s == "" || isDigit(s[0]) {
 			return 0, false
 		}
-		t, err := http.ParseTime(s)
-		if err != nil {
-			// go-limiter formats it with time.RFC1123, zone "UTC".
-			t, err = time.Parse(time.RFC1123, s)
-		}
-		return until(t, ref), err == nil
+		t, ok := httpDate(s) // an HTTP-date, or go-limiter's RFC 1123 with zone "UTC"
+		return until(t, ref), ok
 	}
 	if isEpoch(d.whole, ref) {
 		return until(d.epoch(), ref), true

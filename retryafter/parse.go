@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -61,11 +62,41 @@ func parseValue(v string, now time.Time) (time.Duration, bool) {
 		d, ok := parseDecimal(v)
 		return d.scaled(time.Second), ok
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	t, ok := parseHTTPDate(v)
+	if !ok {
 		return 0, false
 	}
 	return until(t, now), true
+}
+
+// The three HTTP-date forms (RFC 9110 §5.6.7), each with its zone spelled
+// "GMT", as the RFC requires.
+const (
+	imfFixdate = http.TimeFormat                  // "Sun, 06 Nov 1994 08:49:37 GMT"
+	rfc850GMT  = "Monday, 02-Jan-06 15:04:05 GMT" // "Sunday, 06-Nov-94 08:49:37 GMT"
+	asctime    = time.ANSIC                       // "Sun Nov  6 08:49:37 1994"
+)
+
+// parseHTTPDate is http.ParseTime without its allocations on valid dates.
+// http.ParseTime tries IMF-fixdate, then RFC 850, then asctime, and every
+// failed attempt allocates its error, so a valid RFC 850 or asctime date
+// cost six or seven allocations. The forms are told apart by their shape
+// (IMF-fixdate has a comma fourth, after a short day name; RFC 850 a comma
+// after a long one; asctime none), and only that layout is tried. A value
+// it does not parse goes to http.ParseTime, so that exactly the same values
+// are accepted.
+func parseHTTPDate(v string) (time.Time, bool) {
+	layout := asctime
+	if i := strings.IndexByte(v, ','); i == 3 {
+		layout = imfFixdate
+	} else if i > 3 {
+		layout = rfc850GMT
+	}
+	if t, err := time.Parse(layout, v); err == nil {
+		return t, true
+	}
+	t, err := http.ParseTime(v)
+	return t, err == nil
 }
 
 // Parse returns how long the server asked the client to wait before its next
@@ -173,7 +204,7 @@ func (f fields) reference(now time.Time) time.Time {
 		if len(v) > MaxValueLen {
 			continue
 		}
-		if t, err := http.ParseTime(v); err == nil && (ref.IsZero() || t.Before(ref)) {
+		if t, ok := parseHTTPDate(v); ok && (ref.IsZero() || t.Before(ref)) {
 			ref = t
 		}
 	}

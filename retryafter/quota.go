@@ -54,7 +54,8 @@ type Quota struct {
 	// response's Date only when the skew between the clocks is larger
 	// than Date's own precision of a second can hide: a Date truncated to
 	// the second would otherwise make the reset up to a second early or
-	// late. A delay is counted from now, unrounded.
+	// late. A delay is counted from now, unrounded. Like Reset, it is
+	// never more than MaxDelayValue (plus Precision) after now.
 	ResetAt time.Time
 
 	// Precision is how finely the reset was stated: a second for whole
@@ -197,6 +198,12 @@ func (r *reading) setResetAt(now time.Time, skew time.Duration) {
 	switch {
 	case !r.at.IsZero():
 		r.ResetAt = r.at.Add(r.Precision + skew)
+		// Clamped as Reset is: an absurd instant (an epoch in
+		// milliseconds, read as seconds, is tens of thousands of years
+		// out) must not become a ResetAt that nobody lives to see.
+		if limit := now.Add(MaxDelayValue + r.Precision); r.ResetAt.After(limit) {
+			r.ResetAt = limit
+		}
 	default:
 		r.ResetAt = now.Add(r.Reset)
 	}
