@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -126,7 +127,11 @@ func (p Policy) Validate() error {
 //     req.GetBody is set;
 //   - the status is 429, or req is idempotent (GET, HEAD, OPTIONS, TRACE,
 //     PUT or DELETE, or carrying an Idempotency-Key or X-Idempotency-Key
-//     header, as net/http decides), or RetryNonIdempotent is set.
+//     header, as net/http decides), or RetryNonIdempotent is set, or the
+//     server says a retry is safe (X-Should-Retry: true, as OpenAI and
+//     Anthropic send it, or Stripe-Should-Retry: true);
+//   - the server does not say not to retry (X-Should-Retry: false or
+//     Stripe-Should-Retry: false).
 //
 // When the server gave a delay ([Parse]), wait is that delay plus jitter: up
 // to a tenth of it, at most one second, and only ever added, so a retry never
@@ -140,11 +145,13 @@ func (p Policy) Next(req *http.Request, resp *http.Response, attempt int, now ti
 		return 0, false
 	}
 	attempt = max(attempt, 1)
+	said := shouldRetry(resp.Header)
 	if attempt >= p.maxAttempts() ||
 		!slices.Contains(p.statuses(), resp.StatusCode) ||
 		(resp.StatusCode == http.StatusForbidden && !Throttled(resp)) ||
 		!replayable(req) ||
-		(resp.StatusCode != http.StatusTooManyRequests && !p.RetryNonIdempotent && !idempotent(req)) {
+		(resp.StatusCode != http.StatusTooManyRequests && !p.RetryNonIdempotent && !idempotent(req) && said != shouldRetryYes) ||
+		said == shouldRetryNo {
 		return 0, false
 	}
 	maxDelay := p.maxDelay()
@@ -283,4 +290,28 @@ func idempotent(req *http.Request) bool {
 	_, key := req.Header["Idempotency-Key"]
 	_, xkey := req.Header["X-Idempotency-Key"]
 	return key || xkey
+}
+
+// What a server said of retrying its response: nothing, or a yes or a no
+// in X-Should-Retry (OpenAI, Anthropic) or Stripe-Should-Retry.
+const (
+	shouldRetryUnsaid = iota
+	shouldRetryYes
+	shouldRetryNo
+)
+
+// shouldRetry reads X-Should-Retry, or else Stripe-Should-Retry: "true" or
+// "false", in any case; anything else says nothing.
+func shouldRetry(h http.Header) int {
+	v := h.Get("X-Should-Retry")
+	if v == "" {
+		v = h.Get("Stripe-Should-Retry")
+	}
+	switch v = strings.TrimSpace(v); {
+	case strings.EqualFold(v, "true"):
+		return shouldRetryYes
+	case strings.EqualFold(v, "false"):
+		return shouldRetryNo
+	}
+	return shouldRetryUnsaid
 }

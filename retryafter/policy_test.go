@@ -476,3 +476,35 @@ func TestPolicyNextAndPauseAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyNextShouldRetry: a server that says whether to retry is
+// heard. X-Should-Retry (OpenAI, Anthropic) or Stripe-Should-Retry "true"
+// makes a non-idempotent request retryable on a status in Statuses, and
+// "false" vetoes the retry even of a 429; the status rules still hold.
+func TestPolicyNextShouldRetry(t *testing.T) {
+	p := retryafter.Policy{Jitter: noJitter}
+	now := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		name      string
+		method    string
+		status    int
+		kv        []string
+		wantRetry bool
+	}{
+		{"POST 503, nothing said", http.MethodPost, 503, nil, false},
+		{"POST 503, x-should-retry: true", http.MethodPost, 503, []string{"x-should-retry", "true"}, true},
+		{"POST 529, x-should-retry: TRUE", http.MethodPost, 529, []string{"X-Should-Retry", " TRUE "}, true},
+		{"POST 503, Stripe-Should-Retry: true", http.MethodPost, 503, []string{"Stripe-Should-Retry", "true"}, true},
+		{"GET 503, x-should-retry: false", http.MethodGet, 503, []string{"x-should-retry", "false"}, false},
+		{"GET 429, Stripe-Should-Retry: false", http.MethodGet, 429, []string{"Stripe-Should-Retry", "false", "Retry-After", "1"}, false},
+		{"GET 503, x-should-retry: maybe", http.MethodGet, 503, []string{"x-should-retry", "maybe"}, true},
+		{"POST 400, x-should-retry: true", http.MethodPost, 400, []string{"x-should-retry", "true"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := newRequest(tt.method, `{"a":1}`, true)
+			_, retry := p.Next(req, response(tt.status, tt.kv...), 1, now)
+			assert.Equal(t, tt.wantRetry, retry)
+		})
+	}
+}
