@@ -308,28 +308,39 @@ func (c *call) waiting(at time.Duration) {
 	}
 }
 
-// acquire takes a queue slot for the call.
+// acquire takes a queue slot for the call: a free one at once, or else
+// by waiting in line.
 func (c *call) acquire() (held, error) {
 	q, slots := c.t.queue, c.t.slots
-	if slots != nil {
+	reporter, reports := q.(waitReporter)
+	switch {
+	case slots != nil:
 		if s, ok := slots.TryAcquireSlot(); ok {
 			return held{slot: s}, nil
 		}
-	} else if release, ok := q.TryAcquire(); ok {
-		return held{release: release}, nil
+	case !reports:
+		if release, ok := q.TryAcquire(); ok {
+			return held{release: release}, nil
+		}
 	}
 	var start time.Duration
 	timed := c.t.observer.Waited != nil || c.t.observer.Refused != nil
 	if timed {
 		start = time.Since(c.t.epoch)
-		c.waiting(start)
 	}
 	var h held
 	var err error
-	if slots != nil {
+	waited := true
+	switch {
+	case slots != nil:
 		h.slot, err = slots.AcquireSlot(c.req.Context())
-	} else {
+	case reports:
+		h.release, waited, err = reporter.AcquireWaited(c.req.Context())
+	default:
 		h.release, err = q.Acquire(c.req.Context())
+	}
+	if timed && (waited || err != nil) {
+		c.waiting(start)
 	}
 	if errors.Is(err, queue.ErrFull) {
 		return held{}, c.refuse(&notSentError{key: c.key, err: err})
@@ -337,10 +348,19 @@ func (c *call) acquire() (held, error) {
 	if err != nil {
 		return held{}, err
 	}
-	if timed {
+	if timed && waited {
 		c.queued = time.Since(c.t.epoch) - start
 	}
 	return h, nil
+}
+
+// waitReporter is a [queue.Interface] whose Acquire also says whether the
+// caller waited in line, as the queue redislimit shares through Redis
+// does: the Transport calls it alone, where TryAcquire and then Acquire
+// cost such a queue a round trip more for each request that waits (three
+// with the release, where the shared queue's goal is two).
+type waitReporter interface {
+	AcquireWaited(ctx context.Context) (release func(), waited bool, err error)
 }
 
 // run books, sends and retries until it has a response to return. It

@@ -90,9 +90,14 @@ var _ queue.Interface = (*Queue)(nil)
 // channel when it hands a permit to a waiter: "grant <id>".
 const grantMessage = "grant "
 
-// errPlaceLost is why a waiter fails when its place in line expired
-// while its process could not renew it.
-var errPlaceLost = errors.New("redislimit: the place in the queue's line expired while Redis was away")
+// errPlaceExpired is why a waiter is woken when Redis, answering its
+// process's renewal, no longer has its place: the process could not renew
+// for a lease (it was stalled) while Redis was up. That is no outage, so
+// the failure policy does not answer: the caller joins the line again.
+// Under the policy, FailOpen let such a caller through past the holders,
+// over maxInFlight, and FailClosed failed it with ErrUnavailable while
+// Redis answered (found by a user's test).
+var errPlaceExpired = errors.New("redislimit: the place in the queue's line expired")
 
 // Queue is a bounded queue shared through Redis, with the behaviour of
 // [queue.Queue] across every process that builds one with the same
@@ -143,12 +148,16 @@ type Queue struct {
 	held      map[string]struct{} // ids of the permits this process holds
 	waiting   map[string]*waiter  // ids of its places in line
 	rejected  uint64
+	local     int // QueueFallback's slots held through this Queue
+	inLocal   int // callers waiting in QueueFallback's local line
 	closed    bool
 	renewedAt int64 // local ns: the last renewal Redis answered, or had nothing to renew
 
-	calls     sync.WaitGroup // Acquire and TryAcquire calls; Add under mu, while !closed
-	stop      chan struct{}  // closed by Close
-	done      chan struct{}  // closed when the renewal goroutine ends
+	calls     sync.WaitGroup  // Acquire and TryAcquire calls; Add under mu, while !closed
+	stop      chan struct{}   // closed by Close
+	closing   context.Context // ends when Close begins: ends the waits in QueueFallback's local line
+	endClose  context.CancelFunc
+	done      chan struct{} // closed when the renewal goroutine ends
 	closeOnce sync.Once
 }
 
@@ -240,6 +249,7 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 		held: make(map[string]struct{}), waiting: make(map[string]*waiter),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	q.closing, q.endClose = context.WithCancel(context.Background())
 	if q.client == nil {
 		q.client, q.own = newClient(rdb, cfg), true
 	} else {
@@ -318,16 +328,45 @@ func (q *Queue) call(ctx context.Context, op string, extra ...any) (any, error) 
 // line, and Acquire returns ctx.Err(). When Redis cannot decide, the
 // failure policy answers.
 func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
+	release, _, err = q.AcquireWaited(ctx)
+	return release, err
+}
+
+// AcquireWaited is [Queue.Acquire] that also reports whether the caller
+// waited in line (in Redis's, or in QueueFallback's local queue) rather
+// than taking a free permit at once. An egress Transport given the Queue
+// with WithQueue calls it in place of TryAcquire then Acquire, which cost
+// a request that waits a round trip more: three, where one acquire and
+// one release are two.
+func (q *Queue) AcquireWaited(ctx context.Context) (release func(), waited bool, err error) {
 	if ctx == nil {
-		return nil, errNilContext
+		return nil, false, errNilContext
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !q.enter() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	defer q.calls.Done()
+	for {
+		release, w, err := q.acquireOnce(ctx)
+		waited = waited || w
+		if !errors.Is(err, errPlaceExpired) {
+			return release, waited, err
+		}
+		// The place ran out while Redis answered: join the line again,
+		// unless Close has begun.
+		if isClosed(q.stop) {
+			return nil, waited, ErrClosed
+		}
+	}
+}
+
+// acquireOnce is one try of AcquireWaited: errPlaceExpired means the
+// caller's place ran out while its process was stalled, Redis answering,
+// and it may join the line again.
+func (q *Queue) acquireOnce(ctx context.Context) (release func(), waited bool, err error) {
 	id := q.newID()
 	w := &waiter{ready: make(chan struct{})}
 	q.client.grants.Store(id, w) // before the call: the grant may come first
@@ -336,27 +375,28 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 	if err != nil {
 		q.giveUp(id) // the call may have reached Redis
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
-		return q.fail(err, acquireWith(ctx))
+		release, err := q.fail(err, q.acquireWith(ctx, &waited))
+		return release, waited, err
 	}
 	st, err := integer(v, "queue acquire")
 	if err != nil {
 		q.giveUp(id)
-		return nil, err
+		return nil, false, err
 	}
 	switch st {
 	case replyGranted:
-		return q.hold(id), nil
+		return q.hold(id), false, nil
 	case replyFull:
 		q.mu.Lock()
 		q.rejected++
 		q.mu.Unlock()
-		return nil, fmt.Errorf("redislimit: %w", queue.ErrFull)
+		return nil, false, fmt.Errorf("redislimit: %w", queue.ErrFull)
 	case replyWaiting:
 	default:
 		q.giveUp(id)
-		return nil, fmt.Errorf("redislimit: unexpected reply to queue acquire: %d", st)
+		return nil, false, fmt.Errorf("redislimit: unexpected reply to queue acquire: %d", st)
 	}
 	q.mu.Lock()
 	q.waiting[id] = w
@@ -374,14 +414,17 @@ func (q *Queue) Acquire(ctx context.Context) (release func(), err error) {
 		// Prefer to fail when both are ready, so that a caller whose ctx
 		// has ended never goes on; what it was given goes to the next.
 		q.giveUp(id)
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	case !isClosed(w.ready):
 		q.giveUp(id)
-		return nil, ErrClosed
+		return nil, true, ErrClosed
+	case errors.Is(w.err, errPlaceExpired):
+		return nil, true, w.err
 	case w.err != nil: // read once ready is closed, after lose wrote it
-		return q.fail(w.err, acquireWith(ctx))
+		release, err := q.fail(w.err, q.acquireWith(ctx, nil))
+		return release, true, err
 	}
-	return q.hold(id), nil
+	return q.hold(id), true, nil
 }
 
 // enter counts a call that Close waits for, unless Close has begun.
@@ -432,12 +475,13 @@ func (q *Queue) TryAcquire() (release func(), ok bool) {
 }
 
 // Stats returns this process's counts: the permits it holds, its callers
-// in line, and its Acquire calls refused with ErrFull. It makes no call
-// to Redis; [Queue.FleetStats] counts the whole fleet.
+// in line, and its Acquire calls refused with ErrFull, [QueueFallback]'s
+// local slots, line and refusals included while Redis is away. It makes
+// no call to Redis; [Queue.FleetStats] counts the whole fleet.
 func (q *Queue) Stats() queue.Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return queue.Stats{InFlight: len(q.held), Waiting: len(q.waiting), Rejected: q.rejected}
+	return queue.Stats{InFlight: len(q.held) + q.local, Waiting: len(q.waiting) + q.inLocal, Rejected: q.rejected}
 }
 
 // FleetStats returns the permits held and the callers in line across
@@ -463,9 +507,39 @@ func (q *Queue) FleetStats(ctx context.Context) (queue.Stats, error) {
 	return queue.Stats{InFlight: int(is[0]), Waiting: int(is[1]), Rejected: q.rejected}, nil
 }
 
-// acquireWith returns the local queue's Acquire, bounded by ctx.
-func acquireWith(ctx context.Context) func(queue.Interface) (func(), error) {
-	return func(local queue.Interface) (func(), error) { return local.Acquire(ctx) }
+// acquireWith returns the local queue's Acquire, bounded by ctx and by
+// Close: a caller waiting in the local line while Redis is away fails
+// with ErrClosed when Close begins, as a caller in Redis's line does.
+// Left out, Close waited until the local queue served every such caller
+// (found by a user's test). Given waited, it first tries for a free slot
+// and sets *waited when there is none.
+func (q *Queue) acquireWith(ctx context.Context, waited *bool) func(queue.Interface) (func(), error) {
+	return func(local queue.Interface) (func(), error) {
+		if waited != nil {
+			if release, ok := local.TryAcquire(); ok {
+				return release, nil
+			}
+			*waited = true
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		unhook := context.AfterFunc(q.closing, cancel)
+		defer unhook()
+		q.mu.Lock()
+		q.inLocal++
+		q.mu.Unlock()
+		release, err := local.Acquire(lctx)
+		q.mu.Lock()
+		q.inLocal--
+		if errors.Is(err, queue.ErrFull) {
+			q.rejected++
+		}
+		q.mu.Unlock()
+		if err != nil && ctx.Err() == nil && q.closing.Err() != nil {
+			return nil, ErrClosed
+		}
+		return release, err
+	}
 }
 
 // fail applies the failure policy to err; under QueueFallback, acquire
@@ -480,7 +554,24 @@ func (q *Queue) fail(err error, acquire func(local queue.Interface) (func(), err
 			return func() {}, nil
 		}
 	case queueFallback:
-		return acquire(p.local)
+		release, err := acquire(p.local)
+		if err != nil {
+			return nil, err
+		}
+		// Counted in Stats, which read 0 while the fallback's slots
+		// were held (found by a user's test).
+		q.mu.Lock()
+		q.local++
+		q.mu.Unlock()
+		var released atomic.Bool
+		return func() {
+			if released.CompareAndSwap(false, true) {
+				q.mu.Lock()
+				q.local--
+				q.mu.Unlock()
+				release()
+			}
+		}, nil
 	}
 	return nil, err
 }
@@ -527,8 +618,9 @@ func (q *Queue) renewLoop() {
 
 // renew extends the lease of every permit and place this process holds,
 // in one call, and wakes the waiters that call finds holding a permit:
-// the backstop for a lost grant message. A waiter whose place is gone,
-// or that Redis has not answered for a whole lease, fails.
+// the backstop for a lost grant message. A waiter whose place is gone
+// (its process stalled for a lease) joins the line again; one that Redis
+// has not answered for a whole lease fails, as the failure policy says.
 func (q *Queue) renew(ctx context.Context) {
 	q.mu.Lock()
 	held := make([]string, 0, len(q.held))
@@ -560,6 +652,15 @@ func (q *Queue) renew(ctx context.Context) {
 	if err == nil {
 		a, err = array(v, len(held)+len(waiting), "queue renew")
 	}
+	if errors.Is(err, ErrClosed) {
+		// The shared Client was closed before the Queue: no outage, and
+		// never an answer. Under the failure policy, FailOpen let these
+		// callers through a lease later (found by a user's test).
+		for _, w := range ws {
+			w.lose(ErrClosed)
+		}
+		return
+	}
 	if err != nil {
 		q.mu.Lock()
 		late := q.client.now()-q.renewedAt >= int64(q.lease)
@@ -579,7 +680,7 @@ func (q *Queue) renew(ctx context.Context) {
 		case 1:
 			w.grant()
 		case 0:
-			w.lose(&UnavailableError{Err: errPlaceLost})
+			w.lose(errPlaceExpired)
 		}
 	}
 }
@@ -597,6 +698,7 @@ func (q *Queue) Close() error {
 		q.closed = true
 		q.mu.Unlock()
 		close(q.stop)
+		q.endClose()
 		q.calls.Wait()
 		<-q.done
 		if q.own {
