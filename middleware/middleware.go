@@ -146,6 +146,14 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "middleware: the rate limiter could not decide; try again", http.StatusServiceUnavailable)
 		return false
 	}
+	if in, ok := m.limiter.(throttle.Inspector); ok && o.tooBig {
+		// The key's budget did not refuse it: its cost did. Said to be
+		// at 0, a client following r=0 paused every request of the key
+		// for nothing (found by a user reading the docs).
+		if st, err := in.Inspect(ctx, key); err == nil {
+			o.remaining = max(st.Remaining, 0)
+		}
+	}
 	h := w.Header()
 	m.writeHeaders(ctx, h, key, o)
 	if !o.ok {
@@ -190,6 +198,7 @@ type outcome struct {
 	ok        bool
 	delay     time.Duration // when !ok: until the same request would be admitted
 	remaining int
+	tooBig    bool // refused: its cost is more than the limiter can ever grant at once
 }
 
 // errEnded reports that the request's context ended while it was held.
@@ -233,7 +242,7 @@ func (m *Middleware) take(ctx context.Context, key string, n int, maxWait time.D
 func settle(ctx context.Context, r *throttle.Reservation, err error) (outcome, error) {
 	switch {
 	case errors.Is(err, throttle.ErrExceedsCapacity):
-		return outcome{}, nil // refused, and waiting cannot help
+		return outcome{tooBig: true}, nil // refused, and waiting cannot help
 	case err != nil:
 		return outcome{}, err
 	case !r.OK:

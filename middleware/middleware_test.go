@@ -228,7 +228,7 @@ func TestCost(t *testing.T) {
 		wantField  string
 	}{
 		{name: "within the burst", giveCost: 4, wantStatus: 200, wantField: `"bucket";r=6;t=1`},
-		{name: "more than the burst: waiting cannot help", giveCost: 11, wantStatus: 429, wantRetry: "", wantField: `"bucket";r=0;t=1`},
+		{name: "more than the burst: waiting cannot help", giveCost: 11, wantStatus: 429, wantRetry: "", wantField: `"bucket";r=10;t=0`}, // the budget is whole: its cost refused it
 		{name: "below 1", giveCost: 0, wantStatus: 500},
 	}
 	for _, tt := range tests {
