@@ -43,7 +43,7 @@ type Transport struct {
 	// in memory and never blocks: it hears each outcome with the
 	// request's context, not one of its own (overhead goal: ≤ 3 allocs).
 	inMemory bool
-	spends   bool               // configured is a throttle.Adaptive: it takes a quota stated spent as a budget itself
+	spends   bool               // configured is a throttle.Adaptive or follows statements (Stated): it takes a quota stated spent as a budget itself
 	upstream *throttle.Upstream // what the upstream states, per key
 	alone    bool               // upstream is the only limiter: booked from the first request (throttle/unpaced.go)
 	breaker  Breaker            // configured, when it is one, for Snapshot
@@ -114,6 +114,13 @@ func (t *Transport) follow() {
 		}
 	}
 	_, t.spends = configured.(*throttle.Adaptive)
+	if s, ok := configured.(interface{ Stated() bool }); ok && s.Stated() {
+		// A budget that follows the upstream's statements (redislimit's
+		// WithStated) holds a spent quota itself, as the record does: a
+		// pause would cost a round trip and, for a quota that refills,
+		// hold every process for the whole refill.
+		t.spends = true
+	}
 	t.breaker, _ = configured.(Breaker)
 	if t.upstream == nil && configured == nil && t.retry {
 		// WithRetry alone: the headers shape the pace, and a 429 pauses

@@ -220,11 +220,16 @@ func (b *budget) call(ctx context.Context, key string, ks []string, args []any) 
 // are dropped, leaving their reservations at the estimate, and reported
 // to the [WithObserver] func.
 func (b *budget) send(ctx context.Context, key string, ks []string, args []any, recs []string) (any, error) {
+	var hs []heard
 	if b.follow != nil {
-		ks, args = b.follow.carry(b.client, key, ks, args) // stated.go
+		ks, args, hs = b.follow.carry(b.client, key, ks, args) // stated.go
 	}
 	if len(recs) == 0 {
-		return b.client.run(ctx, ks, args)
+		v, err := b.client.run(ctx, ks, args)
+		if err != nil && unanswered(err) {
+			b.follow.requeue(key, hs)
+		}
+		return v, err
 	}
 	channel := args[len(args)-1]
 	args = args[:len(args)-1]
@@ -236,12 +241,19 @@ func (b *budget) send(ctx context.Context, key string, ks []string, args []any, 
 	v, err := b.client.run(ctx, ks, args)
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+	case unanswered(err):
 		b.client.settles.add(b, key, recs...)
+		b.follow.requeue(key, hs)
 	case b.client.breaker.observer != nil:
 		b.client.breaker.observer(Event{Err: fmt.Errorf("redislimit: %d settles of key %q dropped: %w", len(recs), key, err)})
 	}
 	return v, err
+}
+
+// unanswered reports whether err is a call Redis did not answer: what
+// it carried is sent again with the key's next call.
+func unanswered(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // Flush sends every settle still queued in the process, each key's in

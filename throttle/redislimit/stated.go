@@ -63,7 +63,8 @@ const maxStatedKeys = throttle.DefaultMaxKeys
 // The record is the hash prefix{key}:stated (see docs/redis.md). A
 // limit given WithStated cannot take [WithSlotLease]: the units a lease
 // hands out are booked in blocks the record cannot place in time. A unit
-// that is empty, "-", or holds spaces or ':' is an error.
+// that is empty, "-", or holds spaces, control characters or ':' is an
+// error.
 func WithStated(unit string) Option {
 	return option{"WithStated", false, func(c *config) { c.stated = unit }}
 }
@@ -123,7 +124,8 @@ func checkStated(cfg config) error {
 // validUnit reports whether u can go into the record's text and a hash
 // field's name.
 func validUnit(u string) bool {
-	return u != "" && u != "-" && !strings.ContainsAny(u, " \t\r\n:")
+	// The script splits the record on Lua's %s: \v and \f as well.
+	return u != "" && u != "-" && !strings.ContainsFunc(u, func(r rune) bool { return r <= ' ' || r == ':' || r == 0x7f })
 }
 
 // field returns name as it can go into the record: its spaces and ':'
@@ -186,15 +188,25 @@ func (b *budget) Learn(ctx context.Context, key string, o throttle.Outcome) erro
 	return nil
 }
 
+// Stated reports whether a limit of the budget follows what the upstream
+// states ([WithStated]): the budget then holds a quota stated spent
+// itself, in every process, from the key's next call, and an egress
+// Transport does not pause the key for a response that is not
+// throttling (a 200 at remaining 0), as it does not for the record of
+// egress.WithUpstream: a statement is a budget, not a pause. A 429 with
+// Retry-After still pauses the key.
+func (b *budget) Stated() bool { return b.follow != nil }
+
 // follows reports whether a limit follows quotas in unit.
 func (f *follow) follows(unit string) bool { return slices.Contains(f.units, unit) }
 
 // carry adds the record to a script call on key: its text before the
 // channel, the last argument, and the key's stated hash after the
-// limits' keys. It takes the statements waiting for key; a call that
-// fails loses them, which only loses a tightening: the next response
-// states the quota again.
-func (f *follow) carry(c *Client, key string, ks []string, args []any) ([]string, []any) {
+// limits' keys. It takes the statements waiting for key and returns
+// them: a call that Redis did not answer hands them back (requeue), as
+// settles are; one that failed otherwise loses them, which only loses a
+// tightening: the next response states the quota again.
+func (f *follow) carry(c *Client, key string, ks []string, args []any) ([]string, []any, []heard) {
 	f.mu.Lock()
 	hs := f.pending[key]
 	delete(f.pending, key)
@@ -225,5 +237,34 @@ func (f *follow) carry(c *Client, key string, ks []string, args []any) ([]string
 	channel := args[len(args)-1]
 	args = append(args[:len(args)-1:len(args)-1], rec, channel)
 	ks = append(ks[:len(ks):len(ks)], c.prefix+"{"+key+"}:"+statedSuffix)
-	return ks, args
+	return ks, args, hs
+}
+
+// requeue hands back the statements a call on key took but Redis did
+// not answer, for the key's next call: one learned since, for a later
+// request, stays. Applying a statement twice (a call that timed out
+// after Redis ran it) changes nothing more than once.
+func (f *follow) requeue(key string, hs []heard) {
+	if len(hs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.pending[key]
+	if !ok && len(f.pending) >= maxStatedKeys {
+		return
+	}
+	for _, h := range hs {
+		i := 0
+		for i < len(cur) && cur[i].s.Name != h.s.Name {
+			i++
+		}
+		switch {
+		case i == len(cur):
+			cur = append(cur, h)
+		case h.sent > cur[i].sent:
+			cur[i] = h
+		}
+	}
+	f.pending[key] = cur
 }
