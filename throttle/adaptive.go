@@ -98,6 +98,11 @@ const (
 	// slot move earlier. Without it, 32 callers booked at a first, low
 	// guess hold the key at that rate for 32 of its intervals.
 	adaptiveRecheck = 50 * time.Millisecond
+	// adaptiveRelook is how often a caller waiting on a key whose rate is
+	// learned looks at its slot again: a rate that climbs far above the
+	// pace its bookings were laid out at lays them out again, earlier
+	// (see [adaptiveKey.slow]), but no sooner than this from now.
+	adaptiveRelook = time.Second
 )
 
 // DefaultFloorPerSecond is the lowest rate, in units per second, that an
@@ -177,9 +182,11 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     [DefaultFloorPerSecond]) nor exceeds the ceiling; a pause
 //     ([Adaptive.Pause], capped at [WithMaxHold]) holds the key back at
 //     most that long. After a storm that drove the rate to the floor, the
-//     units booked meanwhile go out at the floor before the rate can show
-//     again: recovery takes about the callers waiting ÷ the floor, plus a
-//     climb.
+//     units booked meanwhile at the floor are laid out again, earlier, as
+//     the rate climbs back (their callers look again every second until
+//     it is back to a third of its best), and the climb is capped at a
+//     little above what was admitted: with 32 callers, a hidden 100/s is
+//     reached again about 17 s after a 10 s storm.
 //
 // Unlike AWS's adaptive retry, which sets its cubic's peak at the rate it
 // was sending when throttled and so saws between 70% and 100% of the
@@ -232,6 +239,11 @@ type adaptiveKey struct {
 	// seen to drain with nothing coming back: a fixed window, not a
 	// bucket to steer (see [Adaptive.steer]).
 	windowed bool
+	// floored is set when a cut drove the rate to the floor (a storm),
+	// and cleared once it has climbed back to a third of its best: in
+	// between, bookings laid out at the floor are laid out again as it
+	// climbs, and their callers look at them again (see [adaptiveKey.slow]).
+	floored bool
 
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
@@ -442,7 +454,7 @@ func (b *adaptiveBooking) Until() time.Duration {
 	// upstream refuses.
 	stated := k.stated > now
 	if !stated && k.cost(1) < int64(adaptiveSpaced) {
-		return time.Duration(d)
+		return time.Duration(k.relook(d))
 	}
 	d = max(d, k.release-now)
 	if d <= 0 {
@@ -463,7 +475,7 @@ func (b *adaptiveBooking) Until() time.Duration {
 		}
 	}
 	if !stated {
-		return time.Duration(d)
+		return time.Duration(k.relook(d))
 	}
 	// A stated quota may raise the rate and move the slot earlier: look
 	// again at least this often.
@@ -559,8 +571,52 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 		a.cut(k, now)
 	case !throttled:
 		a.climb(k, now)
+		if k.floored && k.rate >= k.best*adaptiveStorm {
+			k.floored = false
+		}
+		if k.floored && k.stated <= now && k.slow(now) {
+			// Climbing back from a storm that drove the rate towards
+			// the floor, above the pace the bookings ahead were laid
+			// out at (the callers booked a second apart): lay them out
+			// again at it, earlier. Left where they were, they went out
+			// at the floor for as many seconds as there were callers,
+			// and the climb, capped at a little above what was
+			// admitted, waited on them: 32 callers still sent 2-4/s
+			// against a hidden 100/s 45 s after a 10 s storm. Only
+			// after a storm: laid out again at every climb below a
+			// third of the best, a fixed window's throttled answers
+			// went from 1.3% to 8-11% (10/s, 32 callers, 50 ms).
+			k.respace(now, adaptiveRelook)
+		}
 	}
 	return nil
+}
+
+// relook returns how long a caller whose slot is d away sleeps before it
+// looks again: climbing back from a storm, a learned rate lays the
+// bookings ahead out again, earlier (see [adaptiveKey.slow]), no sooner
+// than [adaptiveRelook] from now.
+func (k *adaptiveKey) relook(d int64) int64 {
+	if k.floored {
+		return min(d, int64(adaptiveRelook))
+	}
+	return d
+}
+
+// slow reports whether the bookings ahead of now lie over a second out
+// and a quarter further apart than k's rate spaces units, so that laying
+// them out again at the rate moves them earlier by much.
+func (k *adaptiveKey) slow(now int64) bool {
+	k.prune(now)
+	if len(k.ahead) < 2 {
+		return false
+	}
+	span := k.ahead[len(k.ahead)-1].slot - max(now, k.paused)
+	n := 0
+	for _, b := range k.ahead {
+		n += b.n
+	}
+	return span > int64(time.Second) && 4*span > 5*int64(n)*k.cost(1)
 }
 
 // follow steers k by the quotas in requests that o states, and reports
@@ -685,7 +741,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	k.stated = now + a.maxHold
 	k.updated, k.probe = now, now
 	if k.rate != was {
-		k.respace(now)
+		k.respace(now, adaptiveRecheck)
 	}
 	return true
 }
@@ -693,16 +749,17 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 // respace lays the bookings ahead of now out again at k's rate, in
 // order, from one interval after the latest slot that has come (and not
 // before a pause ends): earlier when the rate rose, later when it fell.
-// A slot moves earlier only to [adaptiveRecheck] from now or later, so
+// A slot moves earlier only to soon from now or later ([adaptiveRecheck]
+// for a stated quota, [adaptiveRelook] for a learned rate), so
 // that its caller, who looks again within that, wakes at it and not
 // after it with others.
-func (k *adaptiveKey) respace(now int64) {
+func (k *adaptiveKey) respace(now int64, soon time.Duration) {
 	k.prune(now)
 	if len(k.ahead) == 0 {
 		return
 	}
 	next := max(now, k.paused, k.gone+k.cost(1))
-	soonest := now + int64(adaptiveRecheck)
+	soonest := now + int64(soon)
 	for _, b := range k.ahead {
 		s := next
 		if s < b.slot {
@@ -935,6 +992,9 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		}
 	}
 	k.rate = min(max(k.rate, a.floor), a.ceiling)
+	if k.rate <= a.floor && a.floor < a.ceiling {
+		k.floored = true
+	}
 	k.relay(now)
 	k.cutTat = now + k.cost(1)
 	k.updated, k.probe = now, now
