@@ -737,7 +737,9 @@ func (c *call) pause(resp *http.Response, now time.Time) {
 	ctx, stop := context.WithTimeout(context.WithoutCancel(c.req.Context()), throttle.CancelTimeout)
 	err := c.t.pauser.Pause(ctx, c.key, d)
 	stop()
-	c.t.pauses.Add(1)
+	if err == nil {
+		c.t.pauses.Add(1) // a pause the limiter failed to record paused nothing
+	}
 	if f := c.t.observer.Paused; f != nil {
 		f(PauseInfo{Key: c.key, StatusCode: resp.StatusCode, Duration: d, Err: err})
 	}
