@@ -153,11 +153,10 @@ type Queue struct {
 	closed    bool
 	renewedAt int64 // local ns: the last renewal Redis answered, or had nothing to renew
 
-	calls     sync.WaitGroup  // Acquire and TryAcquire calls; Add under mu, while !closed
-	stop      chan struct{}   // closed by Close
-	closing   context.Context // ends when Close begins: ends the waits in QueueFallback's local line
-	endClose  context.CancelFunc
-	done      chan struct{} // closed when the renewal goroutine ends
+	calls     sync.WaitGroup     // Acquire and TryAcquire calls; Add under mu, while !closed
+	stop      context.Context    // ends when Close begins; it ends the waits in QueueFallback's local line too
+	halt      context.CancelFunc // ends stop
+	done      chan struct{}      // closed when the renewal goroutine ends
 	closeOnce sync.Once
 }
 
@@ -247,9 +246,9 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 		lease: cfg.queue.lease, every: cfg.queue.every, policy: cfg.policy,
 		script: newQueueScript(), proc: newProcID(),
 		held: make(map[string]struct{}), waiting: make(map[string]*waiter),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		done: make(chan struct{}),
 	}
-	q.closing, q.endClose = context.WithCancel(context.Background())
+	q.stop, q.halt = context.WithCancel(context.Background())
 	if q.client == nil {
 		q.client, q.own = newClient(rdb, cfg), true
 	} else {
@@ -357,7 +356,7 @@ func (q *Queue) AcquireWaited(ctx context.Context) (release func(), waited bool,
 		}
 		// The place ran out while Redis answered: join the line again,
 		// unless Close has begun.
-		if isClosed(q.stop) {
+		if q.stop.Err() != nil {
 			return nil, waited, ErrClosed
 		}
 	}
@@ -404,7 +403,7 @@ func (q *Queue) acquireOnce(ctx context.Context) (release func(), waited bool, e
 	select {
 	case <-w.ready:
 	case <-ctx.Done():
-	case <-q.stop:
+	case <-q.stop.Done():
 	}
 	q.mu.Lock()
 	delete(q.waiting, id)
@@ -523,7 +522,7 @@ func (q *Queue) acquireWith(ctx context.Context, waited *bool) func(queue.Interf
 		}
 		lctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		unhook := context.AfterFunc(q.closing, cancel)
+		unhook := context.AfterFunc(q.stop, cancel)
 		defer unhook()
 		q.mu.Lock()
 		q.inLocal++
@@ -535,7 +534,7 @@ func (q *Queue) acquireWith(ctx context.Context, waited *bool) func(queue.Interf
 			q.rejected++
 		}
 		q.mu.Unlock()
-		if err != nil && ctx.Err() == nil && q.closing.Err() != nil {
+		if err != nil && ctx.Err() == nil && q.stop.Err() != nil {
 			return nil, ErrClosed
 		}
 		return release, err
@@ -607,7 +606,7 @@ func (q *Queue) renewLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-q.stop:
+		case <-q.stop.Done():
 			return
 		case <-t.C:
 		}
@@ -697,8 +696,7 @@ func (q *Queue) Close() error {
 		q.mu.Lock()
 		q.closed = true
 		q.mu.Unlock()
-		close(q.stop)
-		q.endClose()
+		q.halt()
 		q.calls.Wait()
 		<-q.done
 		if q.own {
