@@ -77,7 +77,9 @@ const (
 	asctime    = time.ANSIC                       // "Sun Nov  6 08:49:37 1994"
 )
 
-// parseHTTPDate is http.ParseTime without its allocations on valid dates.
+// parseHTTPDate is http.ParseTime without its allocations on valid dates,
+// for the package doc's promise that Parse, Pause, Next and Throttled do
+// not allocate on a well-formed Retry-After (alloc_test.go).
 // http.ParseTime tries IMF-fixdate, then RFC 850, then asctime, and every
 // failed attempt allocates its error, so a valid RFC 850 or asctime date
 // cost six or seven allocations. The forms are told apart by their shape
