@@ -32,17 +32,25 @@ func (f optionFunc) apply(t *Transport) { f(t) }
 //
 // When l learns from responses ([throttle.Learner], as
 // [throttle.Adaptive] does), the Transport reports each attempt's outcome
-// to it. With [WithUpstream], what the upstream states is booked beside l.
+// to it.
 //
-// When l also implements [throttle.Pauser], a response in which the
-// upstream asks to slow down (a 429 with Retry-After, or, without
-// WithUpstream, quota headers at 0) pauses the key for every caller of l,
-// for at most the retry policy's MaxPause, even without [WithRetry]. A
-// pause moves every booking still ahead later by its length, also those
-// already booked at or after the reset: against a fixed or sliding
-// window, a 200 at 0 left then costs the next window's start. When the
-// API sends quota headers, give [WithUpstream] too: a quota at 0 then
-// holds new requests back until its reset and moves nothing.
+// When the Transport listens to the upstream (with [WithRetry], or when l
+// implements [throttle.Pauser]), what the upstream states is booked
+// beside l: in the record given with [WithUpstream], or in one of the
+// Transport's own. A quota at 0 then holds new requests back until its
+// reset and moves nothing already booked. Two kinds of l keep no record of
+// the Transport's own: a limiter that learns its rate (a
+// [throttle.Adaptive], which takes a stated quota as its budget itself,
+// or redislimit's), and a budget shared by several processes (redislimit's
+// budgets, which have a Stated method): there a 200 whose quota is at 0
+// pauses the key for every process until the reset, unless
+// redislimit.WithStated keeps the statements in Redis.
+//
+// When l implements [throttle.Pauser], a response in which the upstream
+// asks to slow down (a 429 or 503 with Retry-After) pauses the key for
+// every caller of l, for at most the retry policy's MaxPause, even
+// without [WithRetry]. A pause moves every booking still ahead later by
+// its length, so that no herd meets the upstream at its end.
 // WithLimiter panics if l is nil.
 func WithLimiter(l throttle.Limiter) Option {
 	if l == nil {
@@ -54,13 +62,19 @@ func WithLimiter(l throttle.Limiter) Option {
 	})
 }
 
-// WithUpstream makes the Transport follow what the upstream states: the
-// quotas in every response's headers (any dialect [retryafter.ParseQuota]
-// reads) are recorded in u, per key, and u becomes one more part of every
-// key's budget, booked at one common slot with the [WithLimiter] limiter
-// ([throttle.All]), so that the stricter of the two wins and a looser
-// statement never loosens the limiter. With WithUpstream and [WithRetry]
-// alone, no limiter, the headers shape the pace by themselves.
+// WithUpstream makes the Transport follow what the upstream states in u:
+// the quotas in every response's headers (any dialect
+// [retryafter.ParseQuota] reads) are recorded in u, per key, and u becomes
+// one more part of every key's budget, booked at one common slot with the
+// [WithLimiter] limiter ([throttle.All]), so that the stricter of the two
+// wins and a looser statement never loosens the limiter. With WithUpstream
+// and [WithRetry] alone, no limiter, the headers shape the pace by
+// themselves.
+//
+// A Transport with WithRetry, or with a limiter that pauses, keeps such a
+// record of its own without WithUpstream (see [WithLimiter]); give one to
+// choose its options ([throttle.WithMaxKeys], [throttle.WithFirstAnswer])
+// or to read it ([throttle.Upstream.Stated]).
 //
 // A statement is a budget, not a pause: "nothing more before the reset"
 // holds new requests back until it, without moving those already booked,
@@ -102,9 +116,10 @@ func WithQueue(q queue.Interface) Option {
 // statement may hold a key back. WithRetry panics if p is invalid
 // ([retryafter.Policy.Validate]).
 //
-// With WithRetry and no [WithLimiter] or [WithUpstream], the Transport
-// still follows what the upstream says, with a record
-// ([throttle.NewUpstream]) of its own: quota headers shape the pace
+// The Transport follows what the upstream says with a record
+// ([throttle.NewUpstream]) of its own when no [WithUpstream] gave one (see
+// [WithLimiter] for the limiters that keep none). With WithRetry and no
+// WithLimiter, that record is the only pace: quota headers shape the pace
 // ("R more before T" holds new requests back until T, and the limit per
 // window paces them after it; a bucket that states no rate is held to
 // what it has refilled), and a throttling response's delay pauses every

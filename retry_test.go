@@ -153,12 +153,11 @@ func TestRetryAndPause(t *testing.T) {
 			wantStatus:   500,
 		},
 		{
-			name:         "200 with a quota at 0 pauses the key",
+			name:         "200 with a quota at 0 is a budget, not a pause",
 			givePolicy:   &retryafter.Policy{},
 			giveAnswers:  []answer{{status: 200, header: []string{"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "10"}}},
 			wantAttempts: 1,
 			wantStatus:   200,
-			wantPauses:   []time.Duration{10 * time.Second},
 		},
 		{
 			name:         "200 with quota left does nothing",

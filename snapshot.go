@@ -34,10 +34,11 @@ type Snapshot struct {
 	// Keys holds one entry per key asked about, in the order asked.
 	Keys []throttle.KeyState
 	// Stated holds, for the keys asked about, what the upstream last
-	// stated, when the Transport follows it ([WithUpstream]): one
+	// stated, when the Transport keeps a record of it ([WithUpstream], or
+	// its own; see [WithLimiter]): one
 	// [throttle.Statement] per quota, as [throttle.Upstream.Stated]
 	// reports it, its Reset measured from now. A key nothing was stated
-	// for has no entry; Stated is nil without WithUpstream.
+	// for has no entry; Stated is nil when the Transport keeps no record.
 	Stated map[string][]throttle.Statement
 }
 
@@ -70,14 +71,15 @@ const MaxSnapshotKeys = 100
 // breaker (when the limiter is a [Breaker]) and, for each of keys, the
 // limiter's state ([throttle.Inspector.Inspect]): units that could be
 // taken now, how long until the next unit is free, units booked ahead,
-// and the pause in force; with [WithUpstream], also what the upstream
-// last stated for the key. It takes no lock of its own and books
+// and the pause in force; with a record of what the upstream states
+// ([WithUpstream], or the Transport's own), also what it last stated for
+// the key. It takes no lock of its own and books
 // nothing: each key is read by one Inspect call, which the limiter keeps
 // cheap. The keys are read one by one, so they are not one atomic
 // picture of the limiter.
 //
 // The breaker is that of the limiter given to [WithLimiter], also when
-// WithUpstream books it beside what the upstream states.
+// the record of what the upstream states is booked beside it.
 //
 // Asking about keys fails with [ErrNoInspector] when t has no limiter or
 // its limiter is not a throttle.Inspector; a limiter that fails on a key

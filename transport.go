@@ -92,8 +92,8 @@ func NewTransport(base http.RoundTripper, opts ...Option) *Transport {
 }
 
 // follow wires the limiters that learn from responses: the record of
-// what the upstream states, when [WithUpstream] gave one (or, with
-// [WithRetry] and no limiter, one of the Transport's own), becomes one
+// what the upstream states, given with [WithUpstream] or the Transport's
+// own (ownRecord), becomes one
 // more part of every key's budget, booked at one common slot with the
 // configured limiter; and a configured limiter that learns
 // ([throttle.Learner]) hears every attempt's outcome.
@@ -122,10 +122,8 @@ func (t *Transport) follow() {
 		t.spends = true
 	}
 	t.breaker, _ = configured.(Breaker)
-	if t.upstream == nil && configured == nil && t.retry {
-		// WithRetry alone: the headers shape the pace, and a 429 pauses
-		// every caller of the key, with a record of the Transport's own.
-		t.upstream, _ = throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
+	if t.upstream == nil {
+		t.upstream = t.ownRecord(configured)
 	}
 	if t.upstream == nil {
 		return
@@ -136,6 +134,40 @@ func (t *Transport) follow() {
 		t.limiter = throttle.All(guarded(configured), t.upstream)
 	}
 	t.pauser, _ = t.limiter.(throttle.Pauser)
+}
+
+// ownRecord returns the record of what the upstream states that the
+// Transport keeps when [WithUpstream] gave none, or nil when it keeps
+// none. A Transport that listens to the upstream ([WithRetry], or a
+// limiter that pauses) books a quota statement as a budget ("R more
+// before T"), never as a pause that would move the units booked after T:
+//   - with WithRetry alone, the record is the key's only pace, and the
+//     first request to a key goes alone;
+//   - beside an in-process limiter, it is one more part of the key's
+//     budget, booked at one slot with the limiter once a response has
+//     stated a quota.
+//
+// A limiter that learns its rate (a [throttle.Adaptive], which takes a
+// stated quota as its budget itself, or redislimit's) gets none, and so
+// does a budget shared by several processes (a redislimit budget: it has
+// a Stated method, and redislimit.WithStated keeps the statements in
+// Redis): a record in one process would hold back that process alone,
+// where a pause is heard by all of them.
+func (t *Transport) ownRecord(configured throttle.Limiter) *throttle.Upstream {
+	if configured == nil {
+		if !t.retry {
+			return nil
+		}
+		u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
+		return u
+	}
+	_, learns := configured.(interface{ Rate(key string) float64 })
+	_, shared := configured.(interface{ Stated() bool })
+	if learns || shared || (!t.retry && t.pauser == nil) {
+		return nil
+	}
+	u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
+	return u
 }
 
 // maxPause is the policy's MaxPause, or its default.
@@ -175,11 +207,13 @@ func NewClient(opts ...Option) *http.Client {
 //     context, so that [Settle] finds it through the response's Request,
 //     and [WithActual] may settle it from the response's headers;
 //  6. reports the attempt's outcome to the limiters that learn
-//     ([throttle.Learner]): with [WithUpstream], the quotas the response
-//     states become one more part of the key's budget; and when the
+//     ([throttle.Learner]): the quotas the response states become one
+//     more part of the key's budget, in the record of what the upstream
+//     states ([WithUpstream], or the Transport's own); and when the
 //     upstream asks to slow down (a throttling response with a delay, or,
-//     without WithUpstream, quota headers at 0), pauses the key for every
-//     caller of the limiter, for at most the policy's MaxPause;
+//     for a limiter that keeps no record, quota headers at 0), pauses the
+//     key for every caller of the limiter, for at most the policy's
+//     MaxPause;
 //  7. when the retry policy ([WithRetry]) allows it and the body can be
 //     replayed, sets the response aside (reading at most 64 KiB of its
 //     body into memory and closing it, so that its connection is freed;
