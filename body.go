@@ -56,11 +56,12 @@ func (b *releaseBody) releaseOnce() {
 // holdSlot makes resp's body release the queue slot when it is closed,
 // read to the end or fails, or when ctx ends. It releases the slot now when
 // there is no body to hold it: a nil body, http.NoBody, a response that
-// has no content whatever its Body (see bodiless), or a 101 Switching
+// has no content whatever its Body (see bodiless), one that states an
+// empty body (see empty), or a 101 Switching
 // Protocols, whose body is the connection itself, which WebSocket clients
 // type-assert to io.ReadWriteCloser.
 func holdSlot(ctx context.Context, method string, resp *http.Response, slot held) {
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols || bodiless(method, resp.StatusCode) {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols || bodiless(method, resp.StatusCode) || empty(resp) {
 		slot.Release()
 		return
 	}
@@ -80,6 +81,22 @@ func holdSlot(ctx context.Context, method string, resp *http.Response, slot held
 // leaked a slot per call over HTTP/2 only.
 func bodiless(method string, status int) bool {
 	return method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified
+}
+
+// empty reports whether resp states that its body is empty: its
+// ContentLength is 0, as read from the wire. Over HTTP/1.1 net/http gives
+// such a response http.NoBody; over HTTP/2 (a 200 with Content-Length: 0)
+// a body of its own, which held the slot until closed, so that a program
+// that never closed an empty body leaked a slot per call over HTTP/2
+// only. Its Body is left as it is, and reads EOF and closes as before.
+//
+// ContentLength 0 counts as read from the wire when the response came
+// over HTTP/2 or later, whose transports set -1 for a length they were
+// not told, or when its Content-Length header says 0. A response built by
+// hand (a mock, a cache) that left ContentLength at its zero value with a
+// body to read keeps its slot until that body is done.
+func empty(resp *http.Response) bool {
+	return resp.ContentLength == 0 && (resp.ProtoMajor >= 2 || resp.Header.Get("Content-Length") == "0")
 }
 
 // setAside makes resp safe to hold while a retry is tried, and perhaps to
