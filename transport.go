@@ -186,7 +186,8 @@ func NewClient(opts ...Option) *http.Client {
 }
 
 // RoundTrip implements [http.RoundTripper]. It never modifies req, and
-// closes req's body on every path, as the interface requires. For each
+// closes req's body on every path, as the interface requires, a panic in
+// a func or Observer callback it was given included. For each
 // request it:
 //
 //  1. finds the request's key and cost ([WithKey], [WithCost], or
@@ -233,8 +234,9 @@ func NewClient(opts ...Option) *http.Client {
 // exactly once. A 101 Switching Protocols response is returned with its
 // body unwrapped, since WebSocket clients type-assert it to
 // [io.ReadWriteCloser]; its slot is released at once, as is the slot of a
-// response that has no content (the answer to a HEAD, a 204 or a 304),
-// which holds nothing in flight, whatever its body.
+// response that has no content (the answer to a HEAD, a 204 or a 304) or
+// states an empty body (Content-Length: 0), which holds nothing in flight,
+// whatever its body.
 //
 // A pause cannot recall requests already sent: those on the wire when the
 // upstream's 429 arrived may meet 429s too.
@@ -253,6 +255,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	c := call{t: t, req: req, body: req.Body, attempt: 1}
+	panicking := true
+	defer func() {
+		if panicking {
+			c.abandon()
+		}
+	}()
+	resp, err := c.roundTrip()
+	panicking = false
+	return resp, err
+}
+
+// roundTrip is RoundTrip's work once the request is checked: it prices,
+// queues and runs the call.
+func (c *call) roundTrip() (*http.Response, error) {
+	t, req, ctx := c.t, c.req, c.req.Context()
 	c.key, c.cost = t.keyAndCost(req)
 	if err := c.price(); err != nil {
 		closeBody(c.body)
@@ -273,6 +290,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	holdSlot(ctx, req.Method, resp, slot)
 	return resp, nil
+}
+
+// abandon closes what a call that panics holds and will never hand on:
+// the body of the next attempt, not yet given to the base RoundTripper
+// (which closes it from then on), the response in hand, and the one set
+// aside. A panic in a WithKey, WithCost or WithEstimate func or an Observer
+// callback (Refused, Waited, Sent, Retrying, Paused) unwound past them:
+// the request's body was never closed, against the RoundTripper contract,
+// and a response's body held its connection.
+func (c *call) abandon() {
+	closeBody(c.body)
+	c.body = nil
+	for _, resp := range [...]*http.Response{c.open, c.last} {
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+	}
+	c.open, c.last = nil, nil
 }
 
 // runHolding runs the call while it holds slot, which it releases if the
@@ -334,6 +369,10 @@ type call struct {
 	body      io.ReadCloser // the body of the next attempt, until it is sent
 	fresh     bool          // body came from GetBody, not from req
 	queued    time.Duration // time spent in the queue's line
+	// open is the response in hand, from its arrival until it is
+	// returned or set aside; last is the response set aside while its
+	// retry is tried. A panic closes both (abandon).
+	open, last *http.Response
 	// began is when the call first waited (in line, for its slot, or on
 	// the wire), as time since the Transport's epoch, if begun: a
 	// refusal's Elapsed counts from it.
@@ -410,11 +449,10 @@ type waitReporter interface {
 // fails.
 func (c *call) run() (*http.Response, error) {
 	ctx := c.req.Context()
-	var last *http.Response // set aside while its retry is tried
 	for {
 		if err := c.book(ctx); err != nil {
 			closeBody(c.body)
-			return orLast(last, err)
+			return orLast(c.last, err)
 		}
 		if c.unheard {
 			c.t.upstream.SendUnbookedKey(c.key) // sent, and answered (learn) or failed: learn takes it off
@@ -425,11 +463,11 @@ func (c *call) run() (*http.Response, error) {
 			if neverSent(err) {
 				c.unbook(ctx) // nothing reached the upstream: no response will settle it
 			}
-			return orLast(last, err)
+			return orLast(c.last, err)
 		}
 		c.settleFrom(resp)
-		discard(last)
-		last = nil
+		discard(c.last)
+		c.last = nil
 
 		// Pause first: a pause shifts what is booked, and a throttling
 		// response's own statement (429, r=0, t beyond MaxPause) must not
@@ -444,12 +482,12 @@ func (c *call) run() (*http.Response, error) {
 		if err != nil {
 			return resp, nil // this response is the best answer left
 		}
+		c.body, c.fresh = body, fresh
 		c.t.retries.Add(1)
 		if f := c.t.observer.Retrying; f != nil {
 			f(RetryInfo{Key: c.key, Attempt: c.attempt, StatusCode: resp.StatusCode, Delay: delay})
 		}
-		last = setAside(resp)
-		c.body, c.fresh = body, fresh
+		c.last, c.open = setAside(resp), nil
 		// The delay is slept out before the retry books: booked at once
 		// for a slot that far ahead, it held back every caller booked
 		// after it on a limiter that never hands out an earlier slot
@@ -457,7 +495,7 @@ func (c *call) run() (*http.Response, error) {
 		// only, and a Retry-After above MaxPause held the key past it.
 		if err := sleep(ctx, delay); err != nil {
 			closeBody(c.body)
-			return orLast(last, err)
+			return orLast(c.last, err)
 		}
 		c.attempt++
 	}
@@ -491,6 +529,13 @@ func (c *call) book(ctx context.Context) error {
 	for err == nil && r != nil && r.Held() {
 		// The record cannot place the units until answers on their way
 		// are in: nothing was booked; book again after the hold.
+		if maxWait == 0 || (maxWait > 0 && r.Delay > maxWait) {
+			// A hold past what is left of the wait ends it, as a slot
+			// past it does: a limiter that held on (one of the user's,
+			// holding at any max wait) kept the call in this loop past
+			// its max wait, forever without a deadline.
+			return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
+		}
 		held += r.Delay
 		if maxWait >= 0 {
 			maxWait = max(maxWait-r.Delay, 0) // the holds count against the wait
@@ -592,6 +637,7 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 		}
 	}
 	resp, err = c.t.roundTripper().RoundTrip(out)
+	c.open = resp
 	if timed || c.t.pauser != nil || c.t.retry {
 		end := time.Since(c.t.epoch)
 		now = c.t.now(end)
@@ -605,6 +651,7 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 	switch {
 	case err != nil:
 		discard(resp)
+		c.open = nil
 		return nil, took, now, err
 	case resp == nil:
 		return nil, took, now, errNilResponse
