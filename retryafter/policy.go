@@ -50,6 +50,12 @@ func DefaultStatuses() []int {
 // ([Policy.Next]), and how long to pause every request that shares a budget
 // ([Policy.Pause]).
 //
+// A server's delay is kept as given, with jitter only added on top, with
+// one floor: a delay of 0 (Retry-After: 0) is taken as no delay, and the
+// retry waits the local backoff for its attempt instead of going at once,
+// so that a server saying 0 on every 429 is not sent MaxAttempts requests
+// back to back. Such a response pauses no other caller.
+//
 // The zero value is ready to use: each zero field means its default, which
 // the field's comment gives. A negative number is invalid; [Policy.Validate]
 // reports it, and Next and Pause treat it as the default. To disable retries,
@@ -139,6 +145,14 @@ func (p Policy) Validate() error {
 // the same instant. A delay over MaxDelay means no retry. When the server
 // gave no delay, wait is Backoff(attempt).
 //
+// A server delay of 0 (Retry-After: 0, or a date already past) counts as
+// no delay: wait is Backoff(attempt), not 0. Taken literally, it had a
+// server that answers every attempt with a 429 and Retry-After: 0 sent
+// all of MaxAttempts back to back, the load a throttled server least
+// wants. The local backoff is the floor that OpenAI's and Anthropic's SDKs
+// keep too: they honour a Retry-After only when it is above 0. A positive
+// delay, however short (retry-after-ms: 5), is the server's and is kept.
+//
 // When retry is false, wait is 0. A nil req or resp is never retried.
 func (p Policy) Next(req *http.Request, resp *http.Response, attempt int, now time.Time) (wait time.Duration, retry bool) {
 	if req == nil || resp == nil {
@@ -155,7 +169,7 @@ func (p Policy) Next(req *http.Request, resp *http.Response, attempt int, now ti
 		return 0, false
 	}
 	maxDelay := p.maxDelay()
-	if d, ok := Parse(resp.Header, now); ok {
+	if d, ok := Parse(resp.Header, now); ok && d > 0 {
 		if d > maxDelay {
 			return 0, false
 		}

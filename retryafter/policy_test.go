@@ -84,10 +84,30 @@ func TestPolicyNext(t *testing.T) {
 			wantWait: 2 * time.Second, wantRetry: true,
 		},
 		{
-			name:       "Retry-After 0",
+			// Not at once: a server answering 429 with Retry-After: 0 every
+			// time was sent all of MaxAttempts back to back.
+			name:       "Retry-After 0 backs off locally",
 			givePolicy: retryafter.Policy{Jitter: fullJitter},
 			giveReq:    get, giveResp: response(429, "Retry-After", "0"), giveAttempt: 1,
-			wantWait: 0, wantRetry: true,
+			wantWait: 150 * time.Millisecond, wantRetry: true, // DefaultBackoffBase, jittered to one and a half times
+		},
+		{
+			name:       "Retry-After 0 backs off by the attempt",
+			givePolicy: retryafter.Policy{Jitter: noJitter},
+			giveReq:    get, giveResp: response(429, "Retry-After", "0"), giveAttempt: 3,
+			wantWait: 200 * time.Millisecond, wantRetry: true, // the third attempt's 400ms, jittered to half
+		},
+		{
+			name:       "Retry-After date already past backs off locally",
+			givePolicy: retryafter.Policy{Jitter: noJitter},
+			giveReq:    get, giveResp: response(503, "Retry-After", "Mon, 01 Jan 2001 00:00:00 GMT"), giveAttempt: 1,
+			wantWait: 50 * time.Millisecond, wantRetry: true,
+		},
+		{
+			name:       "a short positive delay is the server's",
+			givePolicy: retryafter.Policy{Jitter: noJitter},
+			giveReq:    get, giveResp: response(429, "Retry-After", "0", "retry-after-ms", "5"), giveAttempt: 1,
+			wantWait: 5 * time.Millisecond, wantRetry: true,
 		},
 		{
 			name:       "quota reset on a 429",
