@@ -27,13 +27,27 @@ type Event struct {
 	// Down is how long Redis has been failing: since the first failure
 	// of this outage, up to now or up to the recovery.
 	Down time.Duration
+	// Node is the address of the cluster node whose calls failed or
+	// recovered, on a Redis Cluster client; "" otherwise, and for a
+	// call whose node was not known.
+	Node string
 }
 
 // breaker stops an outage from costing a timeout on every call: after a
 // failure it turns calls away, except one probe every ProbeInterval.
+//
+// A Client has one, or on a Redis Cluster one per master node (see
+// [Client.breakerFor]), so that a dead node does not turn away the keys
+// of the nodes that answer.
 type breaker struct {
 	observer func(Event)
 	now      func() int64 // local monotonic nanoseconds
+	node     string       // the node's address, on a cluster
+
+	// silentSince is when a call began that Redis has not answered since,
+	// on the Client's local monotonic clock (time since start), or 0: a
+	// reply of any kind clears it. See runScript.
+	silentSince atomic.Int64
 
 	// shut mirrors open, so that calls while Redis answers take no lock.
 	// Speed only: Redis decisions/s ≥ 0.9× redis_rate (bench/micro
@@ -65,6 +79,14 @@ func (b *breaker) admit() bool {
 	return true
 }
 
+// probeNow lets the next call through as a probe, even if the last one
+// failed less than ProbeInterval ago.
+func (b *breaker) probeNow() {
+	b.mu.Lock()
+	b.probeAt = b.now() - int64(ProbeInterval)
+	b.mu.Unlock()
+}
+
 // succeeded records a call that Redis answered.
 func (b *breaker) succeeded() {
 	if !b.shut.Load() {
@@ -79,7 +101,7 @@ func (b *breaker) succeeded() {
 	b.shut.Store(false)
 	down := time.Duration(b.now() - b.since)
 	b.mu.Unlock()
-	b.notify(Event{Recovered: true, Down: down})
+	b.notify(Event{Recovered: true, Down: down, Node: b.node})
 }
 
 // failed records a call that Redis could not answer.
@@ -93,13 +115,48 @@ func (b *breaker) failed(err error) {
 	b.probeAt = now
 	down := time.Duration(now - b.since)
 	b.mu.Unlock()
-	b.notify(Event{Err: err, Down: down})
+	b.notify(Event{Err: err, Down: down, Node: b.node})
 }
 
 func (b *breaker) notify(e Event) {
 	if b.observer != nil {
 		b.observer(e)
 	}
+}
+
+// masterFinder is the optional interface of a Redis Cluster client,
+// through which a Client finds the node a call goes to.
+type masterFinder interface {
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+}
+
+// breakerFor returns the breaker of the node that serves keys: on a
+// cluster client, the one of the master of keys[0]'s slot (every key of
+// a call shares that slot); otherwise, or when the cluster's layout is
+// not known, the Client's one breaker.
+func (c *Client) breakerFor(ctx context.Context, keys []string) *breaker {
+	if c.cluster == nil || len(keys) == 0 {
+		return &c.breaker
+	}
+	node, err := c.cluster.MasterForKey(ctx, keys[0])
+	if err != nil {
+		return &c.breaker
+	}
+	addr := node.Options().Addr
+	if b, ok := c.nodes.Load(addr); ok {
+		return b.(*breaker)
+	}
+	b, _ := c.nodes.LoadOrStore(addr, &breaker{observer: c.breaker.observer, now: c.now, node: addr})
+	return b.(*breaker)
+}
+
+// eachBreaker calls f on every breaker of the Client.
+func (c *Client) eachBreaker(f func(*breaker)) {
+	f(&c.breaker)
+	c.nodes.Range(func(_, b any) bool {
+		f(b.(*breaker))
+		return true
+	})
 }
 
 // cannotServe are the error prefixes by which a Redis server says that it

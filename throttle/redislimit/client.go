@@ -50,13 +50,16 @@ type Client struct {
 	frozen  *atomic.Int64 // test-only; see withFrozenTime
 	script  *script
 	batcher batcher
+	// breaker guards every call outside a cluster; on a cluster client,
+	// the calls whose node is not known (see breakerFor).
 	breaker breaker
-	// silentSince is when a call began that Redis has not answered since,
-	// on the local monotonic clock (time since start), or 0: a reply of
-	// any kind clears it. See runScript.
-	silentSince atomic.Int64
-	pauses      pauses
-	channel     string
+	// cluster is rdb as a cluster client, or nil; nodes holds a
+	// *breaker per master's address, so that a dead node turns away only
+	// the calls on its own slots.
+	cluster masterFinder
+	nodes   sync.Map
+	pauses  pauses
+	channel string
 	// channelArg is channel as a script argument, boxed once. Speed only:
 	// Redis decisions/s ≥ 0.9× redis_rate (bench/micro RedisDecision).
 	channelArg any
@@ -96,6 +99,7 @@ func newClient(rdb redis.Scripter, cfg config) *Client {
 		start: time.Now(), listened: make(chan struct{}),
 	}
 	c.breaker.observer, c.breaker.now = cfg.observer, c.now
+	c.cluster, _ = rdb.(masterFinder)
 	c.batcher.pipe, _ = rdb.(pipeliner)
 	c.pauses.init(c.now)
 	c.settles.init(c)
@@ -127,14 +131,22 @@ func (c *Client) listen(ch <-chan *redis.Message) {
 	}
 }
 
-// Close sends the settles still queued (see [Client.Flush]), ends the
-// subscription and waits for its goroutine; later calls through the
-// Client fail with [ErrClosed]. Reservations already handed out keep
-// their slots. Close is idempotent.
+// Close sends the settles still queued (see [Client.Flush]), bounded by
+// [WithTimeout], ends the subscription and waits for its goroutine; later
+// calls through the Client fail with [ErrClosed], and so does a later
+// Settle, which sends nothing. Its flush is tried even while the circuit
+// breaker is open, since nothing will send those settles after it: a
+// settle that still finds Redis away is dropped and reported to the
+// [WithObserver] func. Reservations already handed out keep their
+// slots. Close is idempotent.
 func (c *Client) Close() error {
 	var err error
 	c.once.Do(func() {
+		c.settles.mu.Lock()
+		c.settles.closed = true // a Settle from now on is refused, not left queued
+		c.settles.mu.Unlock()
 		ctx, stop := context.WithTimeout(context.Background(), c.timeout)
+		c.eachBreaker((*breaker).probeNow)
 		err = c.Flush(ctx)
 		stop()
 		c.closed.Store(true)
@@ -180,14 +192,15 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if !c.breaker.admit() {
+	br := c.breakerFor(ctx, keys)
+	if !br.admit() {
 		return nil, &UnavailableError{Err: ErrUnavailable}
 	}
 	// The call's bound is a time, not a context of its own: the batcher
 	// makes one context per round trip, for all the calls it carries.
 	bound := time.Now().Add(c.timeout)
-	if c.silentSince.Load() == 0 { // a read first: most calls find it set, or are answered
-		c.silentSince.CompareAndSwap(0, max(int64(time.Since(c.start)), 1))
+	if br.silentSince.Load() == 0 { // a read first: most calls find it set, or are answered
+		br.silentSince.CompareAndSwap(0, max(int64(time.Since(c.start)), 1))
 	}
 	var v any
 	var err error
@@ -204,8 +217,8 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		// such deadlines each paid theirs for the whole outage, the
 		// breaker never opened, and FailOpen never granted (found by a
 		// user's test).
-		if at := c.silentSince.Load(); at != 0 && time.Since(c.start)-time.Duration(at) >= c.timeout {
-			c.breaker.failed(err)
+		if at := br.silentSince.Load(); at != 0 && time.Since(c.start)-time.Duration(at) >= c.timeout {
+			br.failed(err)
 		}
 		return nil, ctx.Err()
 	}
@@ -218,13 +231,13 @@ func (c *Client) runScript(ctx context.Context, s *script, keys []string, args [
 		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	if unavailable(err) {
-		c.breaker.failed(err)
+		br.failed(err)
 		return nil, &UnavailableError{Err: err}
 	}
-	if c.silentSince.Load() != 0 {
-		c.silentSince.Store(0) // Redis answered
+	if br.silentSince.Load() != 0 {
+		br.silentSince.Store(0) // Redis answered
 	}
-	c.breaker.succeeded()
+	br.succeeded()
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: script failed: %w", err)
 	}

@@ -76,7 +76,8 @@
 // [FailOpen], [Fallback] to a local limiter, or, for a leasing bucket,
 // [FailShare]. The circuit breaker keeps
 // an outage from costing a timeout per call and lets one call probe
-// every [ProbeInterval].
+// every [ProbeInterval]; on a Redis Cluster client there is one per
+// master node, so that a dead node turns away only its own slots' keys.
 //
 // # Leases, for a hot budget
 //

@@ -138,6 +138,14 @@ func (s *server) client(t testing.TB) *redis.Client {
 // cluster with no replicas.
 func startCluster(t testing.TB) *redis.ClusterClient {
 	t.Helper()
+	rdb, _ := startClusterNodes(t)
+	return rdb
+}
+
+// startClusterNodes starts a three-node cluster, each node given extra
+// arguments, and returns a client and the nodes, for a test to kill one.
+func startClusterNodes(t testing.TB, extra ...string) (*redis.ClusterClient, []*server) {
+	t.Helper()
 	needRedis(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -146,9 +154,11 @@ func startCluster(t testing.TB) *redis.ClusterClient {
 		t.Skip("redis-cli not found on PATH: install Redis to run the cluster tests")
 	}
 	var addrs []string
+	var nodes []*server
 	for range 3 {
-		s := startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		s := startRedis(t, append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}, extra...)...)
 		addrs = append(addrs, s.addr())
+		nodes = append(nodes, s)
 	}
 	out, err := exec.Command("redis-cli", append([]string{"--cluster", "create"}, append(addrs, "--cluster-replicas", "0", "--cluster-yes")...)...).CombinedOutput()
 	require.NoError(t, err, string(out))
@@ -177,7 +187,7 @@ func startCluster(t testing.TB) *redis.ClusterClient {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return rdb
+	return rdb, nodes
 }
 
 func (s *server) String() string { return fmt.Sprintf("redis-server on %s", s.addr()) }

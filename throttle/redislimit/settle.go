@@ -33,6 +33,29 @@ const SettleDelay = 100 * time.Millisecond
 // settledSuffix names a key's record of the settles applied (settle.lua).
 const settledSuffix = "settled"
 
+// settleMemory is how long Redis keeps the id of a settle it applied
+// (settleMemory in settle.lua), so that a settle sent again within it is
+// applied once.
+const settleMemory = 60 * time.Second
+
+// resendFor bounds how long after a settle first rides a call the
+// process sends it as it is, when Redis did not answer: past it, Redis
+// may have applied it and forgotten its id (settleMemory), and a second
+// send would apply it twice. So past resendFor a settle keeps only its
+// charges (the parts whose actual exceeds what was booked): a charge
+// applied twice errs on the safe side, fewer units for the upstream,
+// where a give-back applied twice would pass the limit; the give-backs
+// are dropped, leaving those parts at their estimate, and reported to
+// the [WithObserver] func. The margin (10 s) covers a call applied up to
+// WithTimeout after it was sent, and the drift between the process's
+// clock and the server's.
+//
+// Keeping the ids for the booking's lifetime instead (the time its state
+// takes to return to fresh) would keep a day of ids for a daily window,
+// millions on a busy key, and still not cover a process that resends
+// for longer.
+const resendFor = settleMemory - 10*time.Second
+
 // unbooked is the token of a part that booked nothing (a cost of 0).
 const unbooked = "-"
 
@@ -54,9 +77,14 @@ const unbooked = "-"
 // The settle is queued in the process and sent with the key's next
 // script call through this limiter, or on its own after [SettleDelay];
 // Settle does not wait for it. Redis applies each settle once, even when
-// a call is sent again within a minute. A settle that Redis could not answer is kept and
-// sent again, until the Client is closed; Close and [Client.Flush] send
-// every settle still queued.
+// a call is sent again within a minute. A settle that Redis could not
+// answer is kept and sent again; 50 s after it was first sent, Redis may
+// have applied it and forgotten it, and it is sent on with its charges
+// only, so that nothing is given back twice: its give-backs are dropped,
+// leaving those parts at their estimate, and reported to the
+// [WithObserver] func (see resendFor in settle.go). Close and [Client.Flush] send every settle still queued. A
+// Settle once the Client is closed sends nothing and returns an error
+// that wraps [ErrClosed].
 //
 // An actual larger than a limit could ever admit at once is charged all
 // the same, and the error returned wraps [throttle.ErrExceedsCapacity].
@@ -98,7 +126,9 @@ func (b *booking) Settle(_ context.Context, actual []int) error {
 				b.key, per[i], limits[i].suffix, throttle.ErrExceedsCapacity, limits[i].most))
 		}
 	}
-	b.budget.client.settles.add(b.budget, b.key, sb.String())
+	if err := b.budget.client.settles.add(b.budget, b.key, sb.String()); err != nil {
+		return fmt.Errorf("redislimit: key %q not settled: %w", b.key, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -136,15 +166,45 @@ type settles struct {
 	queued atomic.Int64
 
 	mu      sync.Mutex
-	pending map[pendingKey][]string
+	pending map[pendingKey][]queuedSettle
 	timed   map[pendingKey]bool // a flush is scheduled
+	closed  bool                // Close has taken the last settles: add refuses
+}
+
+// queuedSettle is a settle waiting for a call to carry it.
+type queuedSettle struct {
+	rec string
+	// sent is when a call first carried it (the Client's now), or 0:
+	// past resendFor only its charges are sent again.
+	sent    int64
+	charges bool // rec keeps only its charges
+}
+
+// chargesOnly returns rec with each part that gives back set to change
+// nothing (actual = n), and whether any part still charges.
+func chargesOnly(rec string) (string, bool) {
+	f := strings.Fields(rec)
+	charges := false
+	for j := 4; j+2 < len(f); j += 3 {
+		n, err1 := strconv.Atoi(f[j+1])
+		actual, err2 := strconv.Atoi(f[j+2])
+		switch {
+		case err1 != nil || err2 != nil:
+			return rec, true // malformed: sent as it is, the script says so
+		case actual < n:
+			f[j+2] = f[j+1]
+		case actual > n:
+			charges = true
+		}
+	}
+	return strings.Join(f, " "), charges
 }
 
 func (s *settles) init(c *Client) {
 	s.c = c
 	s.prefix = strconv.FormatUint(rand.Uint64(), 36) + "."
 	s.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
-	s.pending = make(map[pendingKey][]string)
+	s.pending = make(map[pendingKey][]queuedSettle)
 	s.timed = make(map[pendingKey]bool)
 }
 
@@ -153,33 +213,90 @@ func (s *settles) id() string {
 	return s.prefix + strconv.FormatUint(s.next.Add(1), 36)
 }
 
-// add queues rec, and schedules its flush.
-func (s *settles) add(b *budget, key string, recs ...string) {
+// add queues the new settle rec, and schedules its flush. It returns
+// ErrClosed, queuing nothing, once the Client is closed: nothing would
+// send it.
+func (s *settles) add(b *budget, key string, rec string) error {
+	return s.queue(b, key, []queuedSettle{{rec: rec}})
+}
+
+// requeue queues again the settles of a call that Redis did not answer,
+// or drops them, reporting it to the [WithObserver] func, once the
+// Client is closed.
+func (s *settles) requeue(b *budget, key string, qs []queuedSettle, cause error) {
+	if err := s.queue(b, key, qs); err != nil {
+		s.dropped(key, len(qs), "dropped, unanswered when the client closed", cause)
+	}
+}
+
+// dropped reports what happened to n settles of key that Redis did not
+// answer.
+func (s *settles) dropped(key string, n int, what string, cause error) {
+	if s.c.breaker.observer == nil {
+		return
+	}
+	err := fmt.Errorf("redislimit: %d settles of key %q %s", n, key, what)
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	s.c.breaker.observer(Event{Err: err})
+}
+
+// queue queues qs for b's calls on key, and schedules their flush.
+func (s *settles) queue(b *budget, key string, qs []queuedSettle) error {
 	k := pendingKey{b: b, key: key}
 	s.mu.Lock()
-	s.pending[k] = append(s.pending[k], recs...)
-	s.queued.Add(int64(len(recs)))
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.pending[k] = append(s.pending[k], qs...)
+	s.queued.Add(int64(len(qs)))
 	schedule := !s.timed[k]
 	s.timed[k] = true
 	s.mu.Unlock()
 	if schedule {
 		s.after(SettleDelay, func() { s.flush(k) })
 	}
+	return nil
 }
 
 // take returns the settles queued for b's calls on key, which the
-// caller sends, and puts back with add if the call fails.
-func (s *settles) take(b *budget, key string) []string {
+// caller sends, and puts back with requeue if the call goes unanswered.
+// It drops those first sent resendFor ago or more: Redis may have
+// applied them and forgotten it.
+func (s *settles) take(b *budget, key string) []queuedSettle {
 	if s.queued.Load() == 0 {
 		return nil
 	}
 	k := pendingKey{b: b, key: key}
+	now := s.c.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	recs := s.pending[k]
+	qs := s.pending[k]
 	delete(s.pending, k)
-	s.queued.Add(-int64(len(recs)))
-	return recs
+	s.queued.Add(-int64(len(qs)))
+	s.mu.Unlock()
+	keep, trimmed := qs[:0], 0
+	for _, q := range qs {
+		switch {
+		case q.sent == 0:
+			q.sent = now
+		case !q.charges && time.Duration(now-q.sent) >= resendFor:
+			rec, charges := chargesOnly(q.rec)
+			if rec != q.rec {
+				trimmed++
+			}
+			q.rec, q.charges = rec, true
+			if !charges {
+				continue
+			}
+		}
+		keep = append(keep, q)
+	}
+	if trimmed > 0 {
+		s.dropped(key, trimmed, fmt.Sprintf("unanswered for %v: their give-backs dropped, their charges sent on", resendFor), nil)
+	}
+	return keep
 }
 
 // flush sends the settles queued for k on their own.
@@ -202,8 +319,8 @@ func (b *budget) flush(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if recs := b.client.settles.take(b, key); len(recs) > 0 {
-		_, err = b.send(ctx, key, ks, append(b.args("settle", 1), b.client.channelArg), recs)
+	if qs := b.client.settles.take(b, key); len(qs) > 0 {
+		_, err = b.send(ctx, key, ks, append(b.args("settle", 1), b.client.channelArg), qs)
 	}
 	return err
 }
@@ -219,7 +336,7 @@ func (b *budget) call(ctx context.Context, key string, ks []string, args []any) 
 // once); any other failure (the script's, say) would fail again, so they
 // are dropped, leaving their reservations at the estimate, and reported
 // to the [WithObserver] func.
-func (b *budget) send(ctx context.Context, key string, ks []string, args []any, recs []string) (any, error) {
+func (b *budget) send(ctx context.Context, key string, ks []string, args []any, recs []queuedSettle) (any, error) {
 	var hs []heard
 	if b.follow != nil {
 		ks, args, hs = b.follow.carry(b.client, key, ks, args) // stated.go
@@ -234,7 +351,7 @@ func (b *budget) send(ctx context.Context, key string, ks []string, args []any, 
 	channel := args[len(args)-1]
 	args = args[:len(args)-1]
 	for _, r := range recs {
-		args = append(args, r)
+		args = append(args, r.rec)
 	}
 	args = append(args, channel)
 	ks = append(ks[:len(ks):len(ks)], b.client.prefix+"{"+key+"}:"+settledSuffix)
@@ -242,7 +359,7 @@ func (b *budget) send(ctx context.Context, key string, ks []string, args []any, 
 	switch {
 	case err == nil:
 	case unanswered(err):
-		b.client.settles.add(b, key, recs...)
+		b.client.settles.requeue(b, key, recs, err)
 		b.follow.requeue(key, hs)
 	case b.client.breaker.observer != nil:
 		b.client.breaker.observer(Event{Err: fmt.Errorf("redislimit: %d settles of key %q dropped: %w", len(recs), key, err)})

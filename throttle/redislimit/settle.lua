@@ -29,6 +29,8 @@ local settle = {}
 -- longer than go-redis takes to resend a call, and than a short outage,
 -- after which the process sends again the settles whose reply it lost.
 -- A key settled a thousand times a second keeps 60 000 ids (a few MB).
+-- settle.go has the same settleMemory: a process sends a settle as it is
+-- for resendFor, 10 s less, and its charges alone after that.
 local settleMemory = 60 * 1000000
 
 -- farCharge (µs, about 35 years) bounds how far a settle's excess moves
