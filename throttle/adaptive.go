@@ -72,6 +72,10 @@ const (
 	// lie to have been driven there by a storm of throttling, and so
 	// return to the best (see climb), rather than by a limit that fell.
 	adaptiveStorm = 1.0 / 3
+	// adaptivePaced is how far above what was sent in the last second
+	// the rate may be and still be the pace the upstream answered: above
+	// it, the callers sent less than the rate allowed (see cut).
+	adaptivePaced = 1.2
 	// adaptiveLead is how far the rate may climb above what the upstream
 	// admitted in the last second.
 	adaptiveLead = 1.2
@@ -143,9 +147,18 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     throttled answers come in a run there (three or more, a fifth of
 //     the last second's: the limit fell), which bisects what the last
 //     second admitted and the rate; by 30% (CUBIC's and AWS's β)
-//     when there is not a bucket of answers yet. Units already
+//     when there is not a bucket of answers yet, but not below 90% of
+//     what was admitted since the first answer. Units already
 //     booked are laid out again at the new rate, so that they do not keep
 //     going at the old one.
+//   - Where the callers send less than the rate (few callers, long
+//     round trips), a throttled answer measures what was sent: the rate
+//     is cut to it, not nudged from where it was.
+//   - A throttled answer at the settled rate nudges it by 2%, and the
+//     nudge is judged over the next 3 s: a share of throttled answers
+//     that did not fall with the rate is noise (503s unrelated to load),
+//     the nudge is given back, and from then on throttled answers within
+//     that share leave the rate alone (see adaptiveNoise).
 //   - A cut in the first second keeps the margin twice: the upstream's
 //     burst inflates what it admitted. After a second at that estimate
 //     without a throttled answer, half of the second margin comes back.
@@ -254,6 +267,7 @@ type adaptiveKey struct {
 	ahead []*adaptiveBooking
 
 	buckets [adaptiveBuckets]adaptiveCount
+	noise   adaptiveNoise // tells noise from throttling at the settled rate
 
 	// The steering on a stated bucket whose rate is not stated: see
 	// [Adaptive.steer].
@@ -873,8 +887,10 @@ func (k *adaptiveKey) count(now int64, throttled bool) {
 	}
 	if throttled {
 		b.throttled++
+		k.noise.thr++
 	} else {
 		b.ok++
+		k.noise.ok++
 	}
 }
 
@@ -923,6 +939,8 @@ func (k *adaptiveKey) sent(now int64, span time.Duration) float64 {
 // a second of answers to tell; and lays the slots already booked out
 // again at the new rate.
 func (a *Adaptive) cut(k *adaptiveKey, now int64) {
+	from := k.noise.from
+	k.noise.from = 0 // a cut since a nudge: the nudge is not given back
 	e, throttled := k.admitted(now, adaptiveBuckets*adaptiveBucket)
 	if last, _ := k.admitted(now, adaptiveMinSpan); last > e {
 		e = last // the last second saw more admitted: the limit is at least that
@@ -947,7 +965,18 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	}
 	switch {
 	case e == 0:
+		// No bucket of answers yet: cut by β, but in the first
+		// second not below what the upstream has admitted since the
+		// first answer (its burst
+		// inflates it, and the cuts that measure come next), less the
+		// first second's margin. Cut after cut by β, as the herd of
+		// callers let loose after the first unit met the upstream's
+		// burst, took a hidden 1000/s to 841/s in 33 ms, from where
+		// the slow probe took seconds to come back.
 		k.rate *= adaptiveBeta
+		if ok, _ := k.tally(now, now-k.first+int64(adaptiveBucket)); now > k.first && now-k.first < int64(adaptiveMinSpan) && ok >= 2 {
+			k.rate = max(k.rate, float64(ok)/(float64(now-k.first)/1e9)*adaptiveTarget*adaptiveTarget)
+		}
 	default:
 		// Throttled at the rate of the last cut (or a probe just above
 		// it), after the first second: that cut measured the limit, so
@@ -955,7 +984,15 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		// better a measure: over the first storm it is too low (a bucket
 		// of burst 1 wastes its refill while it refuses), and cutting to
 		// it took 6d's fleet from 9.3 to 8.1-8.6/s, where it stayed.
-		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled
+		//
+		// Settled only where the rate was the pace: where the callers
+		// send less than the rate (few of them, long round trips), a
+		// throttled answer measures what was sent, not the rate, and
+		// nudges of 2% left the rate at twice the limit and more while
+		// the callers' bunching drew 429s (8 callers, 50 ms each way,
+		// a hidden 100/s bucket of burst 1: 3-7% throttled).
+		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled &&
+			k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan)
 		fell := false
 		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
 			thr >= adaptiveSaturated && thr*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
@@ -975,6 +1012,11 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			k.rate = min(k.rate, max(target, k.rate*adaptiveBeta))
 		case k.rate > target && !settled:
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
+		case settled && k.noisy(now, from):
+			return // noise, or a nudge still being judged: see adaptiveNoise
+		case settled:
+			k.nudged(now)
+			k.rate *= adaptiveNudge // throttled at the settled rate: it was a little high
 		default:
 			k.rate *= adaptiveNudge // throttled below the target: it was a little high
 		}
@@ -998,6 +1040,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	k.relay(now)
 	k.cutTat = now + k.cost(1)
 	k.updated, k.probe = now, now
+	k.noise.ok, k.noise.thr = 0, 0
 }
 
 // relay lays the bookings ahead of now out again at k's rate, where

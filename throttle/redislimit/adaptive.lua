@@ -4,7 +4,8 @@
 -- tat, cutTat, buckets; cut, climb, relay, admitted, sent). It follows
 -- now.lua and runs on its own (adaptive.go), not in the budget script.
 --
--- KEYS[1] is the key's state, prefix{key}:adaptive:<ceiling>.
+-- KEYS[1] is the key's state, prefix{key}:adaptive2:<ceiling> (the 2 is the
+-- layout of fields below: a new layout takes a new number).
 -- ARGV: op ('reserve', 'cancel' or 'pause'), the frozen time (now.lua),
 -- the ceiling and the floor (units per second), the max hold (µs), the
 -- born and the last gen of the key's changes the process knows (born is
@@ -26,7 +27,7 @@
 -- booking's slot through the changes after the gen it was booked at, so
 -- that its sleepers follow the cuts and pauses any process made. Read the
 -- fields with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 15), redis.call('GET', KEYS[1]))}" 1 <key>
+--   EVAL "return {struct.unpack(string.rep('d', 21), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -43,6 +44,11 @@ local adaptiveFlood = 1.5
 local adaptiveCalm = 5000000
 local adaptiveNudge = 0.98
 local adaptiveLead = 1.2
+local adaptivePaced = 1.2
+local adaptiveNoiseWindow = adaptiveBuckets * adaptiveBucket
+local adaptiveNoiseLeast = 3
+local adaptiveNoiseRun = 2 * (1 - adaptiveNudge)
+local adaptiveNoiseRunLeast = 2
 local adaptiveSettled = 1.01
 local adaptiveFell = 3
 local adaptiveStorm = 1 / 3
@@ -58,7 +64,8 @@ local learnedKeep = 600 * 1000000
 local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
-  'tat', 'cutTat', 'seq', 'gen', 'last', 'born'}
+  'tat', 'cutTat', 'seq', 'gen', 'last', 'born',
+  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -166,7 +173,64 @@ local function count(t, throttled)
   local i = math.floor(t / adaptiveBucket)
   local b = k.buckets[i % adaptiveBuckets]
   if b.index ~= i then b.index, b.ok, b.throttled = i, 0, 0 end
-  if throttled then b.throttled = b.throttled + 1 else b.ok = b.ok + 1 end
+  if throttled then
+    b.throttled = b.throttled + 1
+    k.noiseThr = k.noiseThr + 1
+  else
+    b.ok = b.ok + 1
+    k.noiseOk = k.noiseOk + 1
+  end
+end
+
+-- tally returns the answers admitted and throttled over the last span,
+-- at most the buckets' three seconds.
+local function tally(t, span)
+  local from = -1
+  if t >= span then from = math.floor((t - span) / adaptiveBucket) end
+  local ok, thr = 0, 0
+  for i = 0, adaptiveBuckets - 1 do
+    local b = k.buckets[i]
+    if b.index > from then ok, thr = ok + b.ok, thr + b.throttled end
+  end
+  return ok, thr
+end
+
+-- share returns the throttled share of ok and thr answers, or 0.
+local function share(ok, thr)
+  if ok + thr <= 0 then return 0 end
+  return thr / (ok + thr)
+end
+
+-- noisy reports whether a throttled answer at the settled rate leaves
+-- the rate alone, and gives back a nudge judged to be for noise (see
+-- throttle/adaptive_noise.go).
+local function noisy(t, from)
+  k.noiseFrom = from
+  local since = k.noiseThr - 1
+  if since >= adaptiveNoiseRunLeast and share(k.noiseOk, since) > adaptiveNoiseRun then return false end
+  if k.noiseNudged > 0 then
+    if t - k.noiseNudged < adaptiveNoiseWindow then return true end
+    k.noiseNudged, k.noiseShare = 0, 0
+    local after = share(k.noiseOk, since)
+    if since >= adaptiveNoiseLeast and k.noiseBefore - after < (1 - adaptiveNudge) / 2 then
+      k.noiseShare = after
+      if k.noiseFrom > k.rate then
+        k.rate = k.noiseFrom
+        if k.stated <= t then k.est = math.max(k.est, k.rate / adaptiveTarget) end
+      end
+    end
+  end
+  local ok, thr = tally(t, adaptiveNoiseWindow)
+  local expect = k.noiseShare * (ok + thr - 1)
+  return expect > 0 and thr <= expect + 2 * math.sqrt(expect)
+end
+
+-- nudged starts judging a nudge at t, from the rate before it.
+local function nudged(t)
+  k.noiseNudged = math.max(t, 1)
+  if k.noiseFrom == 0 then k.noiseFrom = k.rate end
+  local ok, thr = tally(t, adaptiveNoiseWindow)
+  k.noiseBefore = math.max(share(k.noiseOk, k.noiseThr - 1), share(ok, thr - 1))
 end
 
 -- admitted returns the units admitted per second over the last span and
@@ -213,6 +277,8 @@ end
 
 -- cut lowers the rate after a throttled answer at t.
 local function cut(t)
+  local from = k.noiseFrom
+  k.noiseFrom = 0 -- a cut since a nudge: the nudge is not given back
   local e, throttled = admitted(t, adaptiveBuckets * adaptiveBucket)
   local last = admitted(t, adaptiveMinSpan)
   if last > e then e = last end
@@ -226,11 +292,21 @@ local function cut(t)
     target = e
   end
   if e == 0 then
+    -- by beta, but in the first second not below what was admitted
+    -- since the first answer, less the margin twice (see
+    -- throttle/adaptive.go).
     k.rate = k.rate * adaptiveBeta
+    local ok = tally(t, t - k.first + adaptiveBucket)
+    if t > k.first and t - k.first < adaptiveMinSpan and ok >= 2 then
+      k.rate = math.max(k.rate, ok / ((t - k.first) / 1000000) * adaptiveTarget * adaptiveTarget)
+    end
   else
     -- settled: throttled at the last cut's rate after the first second:
     -- a nudge (see throttle/adaptive.go).
+    -- Only where the rate was the pace: callers that send less than it
+    -- (few, with long round trips) measure what they sent, not the rate.
     local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
+      and k.rate <= adaptivePaced * sent(t, adaptiveMinSpan)
     -- fell: a run of throttled answers at a settled rate (see
     -- throttle/adaptive.go): bisect what the last second admitted and
     -- the rate, by at most beta a cut.
@@ -246,6 +322,11 @@ local function cut(t)
       k.rate = math.min(k.rate, math.max(target, k.rate * adaptiveBeta))
     elseif k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
+    elseif settled and noisy(t, from) then
+      return -- noise, or a nudge still being judged
+    elseif settled then
+      nudged(t)
+      k.rate = k.rate * adaptiveNudge
     else
       k.rate = k.rate * adaptiveNudge
     end
@@ -260,6 +341,7 @@ local function cut(t)
   relay()
   k.cutTat = now + cost(1)
   k.updated, k.probe = t, t
+  k.noiseOk, k.noiseThr = 0, 0
 end
 
 -- climb raises the rate after an admitted answer at t.

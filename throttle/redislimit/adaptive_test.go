@@ -436,10 +436,16 @@ func TestAdaptiveTwin(t *testing.T) {
 		name     string
 		giveRun  time.Duration
 		giveFall time.Duration // when the hidden limit halves, or 0
-		wantRate float64
+		// giveNoise throttles every giveNoise-th unit the bucket
+		// admits, whatever the rate (503s unrelated to load), or none
+		// when 0: the nudges are judged and given back, the same in
+		// both (throttle/adaptive_noise.go).
+		giveNoise int
+		wantRate  float64
 	}{
 		{name: "steady", giveRun: 8 * time.Second, wantRate: 40},
 		{name: "the limit halves", giveRun: 14 * time.Second, giveFall: 6 * time.Second, wantRate: 20},
+		{name: "3% noise", giveRun: 14 * time.Second, giveNoise: 33, wantRate: 40},
 	}
 	s := startRedis(t)
 	for _, tt := range tests {
@@ -453,6 +459,7 @@ func TestAdaptiveTwin(t *testing.T) {
 			key := "twin " + tt.name
 			start := c.now()
 			tokens, last := 4.0, c.now()
+			sent := 0                  // units sent, for the noise
 			var due []time.Time        // when each answer in flight arrives
 			var throttled []bool       // and what it says
 			lo, hi := math.Inf(1), 0.0 // the rate from 3 s after the start or the fall
@@ -480,7 +487,9 @@ func TestAdaptiveTwin(t *testing.T) {
 				}
 				tokens = min(burst, tokens+hidden*now.Sub(last).Seconds())
 				last = now
-				due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1)
+				sent++
+				noise := tt.giveNoise > 0 && sent%tt.giveNoise == 0
+				due, throttled = append(due, now.Add(5*ms)), append(throttled, tokens < 1 || noise)
 				if tokens >= 1 {
 					tokens--
 				}
