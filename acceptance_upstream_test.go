@@ -151,6 +151,8 @@ func (s *simUpstream) state(h http.Header, now time.Time, remaining int, reset t
 	case "ietf":
 		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, s.limit, int(s.window/time.Second)))
 		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, secs))
+	case "ietf-nopolicy":
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, secs))
 	case "x-epoch":
 		h.Set("X-RateLimit-Limit", limit)
 		h.Set("X-RateLimit-Remaining", rem)

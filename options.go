@@ -125,7 +125,10 @@ func WithQueue(q queue.Interface) Option {
 // what it has refilled), and a throttling response's delay pauses every
 // caller of its key, not only the request that met it. An upstream that
 // states nothing (bare 429s or 503s) is not paced: use
-// [throttle.NewAdaptive] for that.
+// [throttle.NewAdaptive] for that. The Transport's own record never
+// refuses a request for holding too many keys: once full
+// ([throttle.DefaultMaxKeys]), it forgets the key answered longest ago
+// ([throttle.WithForget]).
 func WithRetry(p retryafter.Policy) Option {
 	if err := p.Validate(); err != nil {
 		panic(fmt.Sprintf("egress: WithRetry given an invalid Policy: %v", err))

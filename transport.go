@@ -153,12 +153,16 @@ func (t *Transport) follow() {
 // a Stated method, and redislimit.WithStated keeps the statements in
 // Redis): a record in one process would hold back that process alone,
 // where a pause is heard by all of them.
+//
+// The user asked for no record, so it never refuses a request for
+// holding too many keys: once full, it forgets the key answered longest
+// ago ([throttle.WithForget]).
 func (t *Transport) ownRecord(configured throttle.Limiter) *throttle.Upstream {
 	if configured == nil {
 		if !t.retry {
 			return nil
 		}
-		u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
+		u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer), throttle.WithForget())
 		return u
 	}
 	_, learns := configured.(interface{ Rate(key string) float64 })
@@ -166,7 +170,7 @@ func (t *Transport) ownRecord(configured throttle.Limiter) *throttle.Upstream {
 	if learns || shared || (!t.retry && t.pauser == nil) {
 		return nil
 	}
-	u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()))
+	u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithForget())
 	return u
 }
 

@@ -200,7 +200,12 @@ type Learner interface {
 // refill it: there the configured limiter paces after T, until the record
 // has measured the bucket's refill from the answers; from then on it
 // books the bucket as a GCRA at that rate, from the level each answer
-// states (refill.go).
+// states (refill.go). On such a quota the record also keeps a log of
+// what it booked, and admits at most the limit in any span of the
+// longest reset seen (windowlog.go): a limiter configured above the
+// upstream's limit no longer sends its surplus into every window. A
+// limit not stated (IETF RateLimit without RateLimit-Policy) is taken
+// to be one more than the highest remaining an admitted request left.
 //
 // A reset stated as an instant cut to a coarse precision (an epoch
 // second, an HTTP-date: [Statement.ResetAt] and [Statement.Precision])
@@ -267,6 +272,9 @@ type Upstream struct {
 	// firstAnswer is how long bookings of a key nobody has answered wait
 	// for its first booking's answer, booked alone ([WithFirstAnswer]).
 	firstAnswer int64
+	// forgets says that a full record forgets a live key rather than
+	// refuse a new one ([WithForget]).
+	forgets bool
 
 	// heard is set once any key had a quota stated or a pause: until
 	// then the record bounds nothing (see [Upstream.Heard]).
@@ -392,6 +400,11 @@ type statedFlight struct {
 	b     *statedBooking
 	n     int            // requests
 	units map[string]int // the costs in other units, or nil
+	// at and pend are when the booking was asked for, and how many
+	// requests were then in flight unbooked: the log of windowlog.go
+	// counts them as sent at at.
+	at   int64
+	pend int
 }
 
 // due returns when f's booking is due: its slot, moved by any pause of k
@@ -474,6 +487,7 @@ type statedQuota struct {
 	gap       int64 // a refilling quota's reserve: the largest drop others made between statements, in ns of refill
 	gapAt     int64 // when gap was seen
 	limit     int   // per window, or -1
+	inferred  bool  // limit was not stated: it is the highest remaining an admitted request left, plus one
 	window    int64 // stated or learned, or 0
 	stated    bool  // window came from the upstream
 	absolute  bool  // resets are stated as instants: window boundaries
@@ -501,6 +515,7 @@ type statedQuota struct {
 	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	log       []int64     // windowlog.go: the latest limit slots booked, in order, when logs
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64       // when the statement stops holding anything back
 }
@@ -545,23 +560,27 @@ func upstreamConfig(opts []Option) (config, time.Duration, error) {
 }
 
 // NewUpstream returns an empty record of what upstreams state. Of the
-// options, [WithClock], [WithMaxKeys], [WithMaxHold] and
-// [WithFirstAnswer] apply.
+// options, [WithClock], [WithMaxKeys], [WithMaxHold], [WithFirstAnswer]
+// and [WithForget] apply.
 func NewUpstream(opts ...Option) (*Upstream, error) {
 	c, hold, err := upstreamConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	var first time.Duration
+	forgets := false
 	for _, o := range opts {
-		if f, ok := o.(firstAnswerOption); ok {
-			first = time.Duration(f)
+		switch o := o.(type) {
+		case firstAnswerOption:
+			first = time.Duration(o)
+		case forgetOption:
+			forgets = true
 		}
 	}
 	if first < 0 {
 		return nil, fmt.Errorf("throttle: WithFirstAnswer must not be negative, got %v", first)
 	}
-	return &Upstream{now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), firstAnswer: int64(first), keys: map[string]*statedKey{}}, nil
+	return &Upstream{now: c.now, base: c.now(), maxKeys: c.maxKeys, maxHold: int64(hold), firstAnswer: int64(first), forgets: forgets, keys: map[string]*statedKey{}}, nil
 }
 
 // clock returns nanoseconds since u.base, never less than before.
@@ -606,6 +625,9 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 		if k.record(s, a, u.maxHold) {
 			u.heard.Store(true)
 		}
+	}
+	if o.SentUnbooked && a.ok {
+		k.logUnbooked(a.frame()) // windowlog.go
 	}
 	return nil
 }
@@ -693,6 +715,17 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q := &k.quotas[i]
 	q.unit = unit
+	if s.Limit < 0 && (q.limit < 0 || q.inferred) && a.ok && s.Remaining >= 1 && s.Remaining < MaxStatedCount {
+		// No limit stated (IETF RateLimit without RateLimit-Policy): an
+		// admitted request left s.Remaining, so the limit is at least one
+		// more, the highest such bound seen. Unknown, a fixed window's
+		// "0 left" went unheeded beside a limiter configured too high
+		// (windowlog.go): 144 429s of 600.
+		q.limit, q.inferred = max(q.limit, s.Remaining+1), true
+	}
+	if s.Limit > 0 {
+		q.inferred = false
+	}
 	if s.Limit < 0 && q.limit > 0 && s.Remaining > q.limit {
 		// No limit stated with it: the one stated before bounds what is
 		// left (Clamp capped it only at MaxStatedCount), the stricter.
@@ -1015,7 +1048,7 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 		case q.pace(paced) == 0:
 			// It refills before its reset at a pace nobody stated (a
 			// GCRA's bucket): the reset is no bound; the configured
-			// limiter paces.
+			// limiter paces (within the record's log: windowlog.go).
 			return from
 		}
 		// A sliding window refills before its reset: pace at its limit
@@ -1032,6 +1065,9 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 // (see waitUnpaced), read only when not paced.
 func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
+	if slot < q.expires && n > 0 && q.logBook(slot, n) {
+		p.logged, p.logSlot = true, slot
+	}
 	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
@@ -1081,12 +1117,19 @@ type statedPart struct {
 	// meterBefore and meterAfter are the measured bucket's tat around
 	// the booking (refill.go), when it booked there.
 	meterBefore, meterAfter int64
+	// logged says it added its units at logSlot to the quota's log
+	// (windowlog.go).
+	logged  bool
+	logSlot int64
 }
 
 // give returns p's units to q when that over-admits nothing: units left
 // before the same reset, or the spacing after it if nothing was booked
 // after p.
 func (q *statedQuota) give(p statedPart) {
+	if p.logged {
+		q.logGive(p.logSlot, p.n)
+	}
 	if p.meterAfter != 0 && q.meter.tat == p.meterAfter {
 		q.meter.tat = p.meterBefore // nothing booked after it
 	}
@@ -1123,7 +1166,10 @@ func (u *Upstream) lookup(key string, now int64) (*statedKey, error) {
 // held.
 func (u *Upstream) add(key string, now int64) (*statedKey, error) {
 	if len(u.keys) >= u.maxKeys && !u.makeRoom(now) {
-		return nil, ErrTooManyKeys
+		if !u.forgets {
+			return nil, ErrTooManyKeys
+		}
+		u.forget() // forget.go
 	}
 	k := &statedKey{}
 	u.keys[key] = k
@@ -1222,7 +1268,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	if k.inflight > 0 && now-k.answered >= u.maxHold {
 		k.inflight, k.flight = 0, nil // answers that never came: stop counting them
 	}
-	f := statedFlight{n: n, units: units}
+	f := statedFlight{n: n, units: units, at: now}
 	from := max(now+min(int64(max(after, 0)), maxSpan), k.paused) // maxSpan: no overflow
 	if holds && maxWait != 0 && !paced && u.firstAnswer > 0 {
 		if h := k.firstAnswer(now, u.firstAnswer); h > 0 {
@@ -1230,6 +1276,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		}
 	}
 	unbooked := u.unbookedNow(key)
+	f.pend = unbooked
 	if holds && maxWait != 0 {
 		if h := k.hold(now, from, &f, unbooked); h > 0 && (maxWait < 0 || h <= maxWait) {
 			return Hold(h, k.left(now)), nil
@@ -1270,7 +1317,10 @@ func (k *statedKey) earliest(from int64, f *statedFlight, paced bool) int64 {
 	for changed := true; changed; {
 		changed = false
 		for i := range k.quotas {
-			if s := k.quotas[i].earliest(from, f.of(k.quotas[i].unit), paced); s > from {
+			q := &k.quotas[i]
+			s := q.earliest(from, f.of(q.unit), paced)
+			s = q.logged(s, f.of(q.unit), unbookedOf(q.unit, f.pend), f.at)
+			if s > from {
 				from, changed = s, true
 			}
 		}
@@ -1393,6 +1443,11 @@ func (k *statedKey) pause(now, d int64) {
 		if k.quotas[i].meter.tat > now {
 			k.quotas[i].meter.tat += shift
 		}
+		for j, at := range k.quotas[i].log {
+			if at > now {
+				k.quotas[i].log[j] += shift
+			}
+		}
 	}
 }
 
@@ -1422,8 +1477,9 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 // Stated returns what the upstream last stated for key, one Statement per
 // quota, with Reset measured from now and Remaining less what was booked
 // since. For a refilling quota, Reset is when it is full again and
-// Window its period, as estimated. It returns nil for a key nothing was
-// stated for.
+// Window its period, as estimated. A Limit not stated is the one the
+// record inferred from what was left (see [Upstream]). It returns nil
+// for a key nothing was stated for.
 func (u *Upstream) Stated(key string) []Statement {
 	u.mu.Lock()
 	defer u.mu.Unlock()
