@@ -42,32 +42,51 @@ type Allower interface {
 // caller's. It never sleeps just to fail: when the units cannot be had
 // before ctx's deadline, it takes nothing and returns a *[LimitError]
 // whose Timeout is true. If ctx ends during the sleep, the reservation is
-// cancelled and ctx's error is returned. A hold ([Reservation.Held]) is
-// waited out, and the units reserved again.
+// cancelled and ctx's error is returned.
+//
+// A hold ([Reservation.Held]) is waited out, and the units reserved
+// again. Holds count against ctx's deadline: one that ends past it is
+// not slept through. Without a deadline, Wait waits out holds for at
+// most [DefaultMaxHold] in all, as long as a statement may hold a key
+// back; then it returns a *LimitError whose Timeout is false. A limiter
+// that never stops holding cannot keep Wait forever.
 func Wait(ctx context.Context, l Limiter, key string, n int) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	maxWait, bounded := timeLeft(ctx)
-	if !bounded {
-		maxWait = -1
-	}
+	maxWait, bounded := waitBound(ctx)
 	r, err := l.Reserve(ctx, key, n, maxWait)
-	for err == nil && r.Held() {
+	var held time.Duration
+	for err == nil && r != nil && r.Held() {
+		if bounded && r.Delay > maxWait || !bounded && held+r.Delay > DefaultMaxHold {
+			return &LimitError{Key: key, RetryAfter: r.Delay, Deadline: bounded}
+		}
+		held += r.Delay
 		if err = sleep(ctx, r.Delay); err == nil {
-			if maxWait, bounded = timeLeft(ctx); !bounded {
-				maxWait = -1
-			}
+			maxWait, bounded = waitBound(ctx)
 			r, err = l.Reserve(ctx, key, n, maxWait)
 		}
 	}
 	if err != nil {
 		return err
 	}
+	if r == nil {
+		return fmt.Errorf("throttle: Wait for key %q: the limiter returned a nil Reservation and no error", key)
+	}
 	if !r.OK {
 		return &LimitError{Key: key, RetryAfter: r.Delay, Deadline: bounded}
 	}
 	return r.wait(ctx, key)
+}
+
+// waitBound returns the maxWait for a Reserve made under ctx: the time
+// left before its deadline, or -1 (no bound) without one.
+func waitBound(ctx context.Context) (time.Duration, bool) {
+	left, ok := timeLeft(ctx)
+	if !ok {
+		return -1, false
+	}
+	return left, true
 }
 
 // Allow reports whether n units of key's budget can be had from l now,
