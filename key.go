@@ -22,7 +22,13 @@ const keyHashLen = 8
 // in errors, in an [Observer]'s reports or in Redis. (The hash hides a
 // strong secret; it cannot hide one that is easy to guess.) A request
 // without the header is keyed by its host, as by default.
+//
+// KeyByHeader panics if name is empty: no request has that header, so
+// every request would fall back to its host, silently.
 func KeyByHeader(name string) func(*http.Request) string {
+	if name == "" {
+		panic("egress: KeyByHeader given an empty header name")
+	}
 	name = http.CanonicalHeaderKey(name)
 	return func(req *http.Request) string {
 		v := req.Header.Get(name)

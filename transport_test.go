@@ -433,6 +433,13 @@ func TestKeyByHeader(t *testing.T) {
 	}
 }
 
+// TestKeyByHeaderEmptyName: an empty header name is a programmer error,
+// caught at construction as the other options' are. Before, every request
+// was keyed by its host, silently, and all API keys shared one budget.
+func TestKeyByHeaderEmptyName(t *testing.T) {
+	assert.PanicsWithValue(t, "egress: KeyByHeader given an empty header name", func() { egress.KeyByHeader("") })
+}
+
 func TestKeyByHeaderKeepsSecretsOutOfErrors(t *testing.T) {
 	const secret = "sk-live-very-secret"
 	var seen []string
