@@ -147,7 +147,7 @@ func (c *call) reserve(ctx context.Context, l throttle.Limiter, maxWait time.Dur
 		return l.Reserve(ctx, c.key, c.cost, maxWait)
 	}
 	r, err := c.reserveParts(ctx, maxWait)
-	c.booked = r
+	c.booked, c.unsent = r, r != nil
 	return r, err
 }
 
@@ -208,7 +208,7 @@ func (c *call) unbook(ctx context.Context) {
 	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), throttle.CancelTimeout)
 	defer stop()
 	_ = c.booked.Settle(ctx, make([]int, len(c.costs))...)
-	c.booked = nil
+	c.booked, c.unsent = nil, false
 }
 
 // reserveParts books c.costs on the configured limiter.

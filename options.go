@@ -38,8 +38,9 @@ func (f optionFunc) apply(t *Transport) { f(t) }
 // implements [throttle.Pauser]), what the upstream states is booked
 // beside l: in the record given with [WithUpstream], or in one of the
 // Transport's own. A quota at 0 then holds new requests back until its
-// reset and moves nothing already booked. Two kinds of l keep no record of
-// the Transport's own: a limiter that learns its rate (a
+// reset and moves nothing already booked. A Transport with [WithEstimate]
+// keeps no record of its own (give it WithUpstream), nor do two kinds of
+// l: a limiter that learns its rate (a
 // [throttle.Adaptive], which takes a stated quota as its budget itself,
 // or redislimit's), and a budget shared by several processes (redislimit's
 // budgets, which have a Stated method): there a 200 whose quota is at 0

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,4 +144,39 @@ func TestPanicClosesTheBodies(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPanicGivesTheEstimateBack: a panic in Observer.Waited comes after
+// the attempt's estimate ([egress.WithEstimate]) was booked and before it
+// was sent. Unwinding gives the units back, as when the attempt is
+// stopped before it is sent: nothing reached the upstream, and no
+// response will ever settle them. Before, they stayed booked for good,
+// and the next call waited a whole interval for them.
+func TestPanicGivesTheEstimateBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var panics atomic.Int32
+		panics.Store(1)
+		tr := egress.NewTransport(&fakeBase{},
+			egress.WithLimiter(newTokenBucket(t, throttle.PerSecond(1), 1)),
+			egress.WithEstimate(func(*http.Request) ([]int, error) { return []int{1}, nil }),
+			egress.WithMaxWait(-1),
+			egress.WithObserver(&egress.Observer{Waited: func(egress.WaitInfo) {
+				if panics.Add(-1) == 0 {
+					panic("boom")
+				}
+			}}),
+		)
+		roundTrip := func() {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+			require.NoError(t, err)
+			drainClose(t, resp)
+		}
+		roundTrip() // takes the burst
+		assert.Panics(t, roundTrip, "waits 1 s for its slot, then Waited panics")
+
+		start := time.Now()
+		roundTrip()
+
+		assert.Equal(t, time.Duration(0), time.Since(start), "the panicked call's unit was given back")
+	})
 }
