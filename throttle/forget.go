@@ -11,8 +11,9 @@ func (forgetOption) apply(*config) {}
 // as between its sweeps), the one answered longest ago. What a forgotten
 // key's statements and pause held back is no longer held: its next
 // requests may meet the upstream's refusals, which the record then
-// learns again. egress.WithRetry with no limiter builds its record with
-// it, so that a user who asked only for retries never has a request
+// learns again. The record a Transport of package egress keeps of its
+// own (with WithRetry, when no WithUpstream gave one) is built with it,
+// so that a user who never asked for a record never has a request
 // refused because many hosts were crawled. Other limiters ignore it.
 func WithForget() Option { return forgetOption{} }
 
