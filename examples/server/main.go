@@ -168,7 +168,11 @@ func newPlans(redisAddr string) (plans map[string]*plan, down *atomic.Bool, clos
 		// tier's day from the last one.
 		ropts := []redislimit.Option{
 			redislimit.WithPrefix("egress-example-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"),
-			redislimit.WithObserver(func(e redislimit.Event) { down.Store(!e.Recovered) }),
+			redislimit.WithObserver(func(e redislimit.Event) {
+				if e.Settles == 0 { // the breaker's news, not a drop of settles
+					down.Store(!e.Recovered)
+				}
+			}),
 		}
 		free, err = redislimit.NewFixedWindow(rdb, 100, 24*time.Hour, ropts...)
 		if err == nil {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -33,6 +32,9 @@ const (
 	// ReasonAttr says why a request was refused: queue_full,
 	// limit_exceeded, timeout or limiter_error.
 	ReasonAttr = attribute.Key("egress.rate_limiting.reason")
+	// FieldAttr names the field of a quota statement that was clamped:
+	// Limit, Remaining, Reset or Window.
+	FieldAttr = attribute.Key("egress.rate_limiting.field")
 )
 
 // Semantic-convention attribute keys, spelt out so that the module needs
@@ -88,11 +90,13 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 //	egress.rate_limiting.retries ({request}, counter)                   responses discarded to try again; key and http.response.status_code
 //	egress.rate_limiting.pause.duration (s, histogram)                  pauses of a key asked for by the upstream (count and seconds)
 //	egress.rate_limiting.pause.failures ({pause}, counter)              pauses the limiter failed to record
+//	egress.rate_limiting.quota.clamps ({field}, counter)                fields of upstream quota statements clamped for absurd values; key and egress.rate_limiting.field
 //	egress.rate_limiting.queued_requests ({request}, observable updown) requests in line for a queue slot
 //	egress.rate_limiting.active_request_leases ({request}, observable updown) queue slots held
 //	egress.rate_limiting.learned_rate ({unit}/s, observable gauge)      with [WithLearnedRate]: the rate learned for each key with a value of its own
 //	egress.redis.errors, egress.redis.recoveries ({event}, counters)    failed calls to Redis, and recoveries
-//	egress.redis.breaker.state (observable gauge)                       1 while Redis is failing (the circuit breaker is open), else 0
+//	egress.redis.breaker.state (observable gauge)                       1 while Redis is failing (a circuit breaker is open: on a cluster, any node's), else 0
+//	egress.redis.settles.dropped ({settle}, counter)                    settles (units given back or charged once a request's cost is known) dropped unsent
 //	egress.redis.round_trip.duration (s, histogram)                     with [Metrics.RedisHook]: each round trip to Redis (its count is the round trips); error.type when it failed
 //
 // http.client.request.duration is recorded by [Metrics.Observer] for
@@ -114,7 +118,8 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 // or on the wire, so a request sent and then cancelled counts as acquired
 // too.
 //
-// Metrics is safe for concurrent use.
+// Metrics is safe for concurrent use. The zero Metrics is not: make one
+// with [New].
 type Metrics struct {
 	core  *metriclabel.Core
 	rater metriclabel.Rater // nil without WithLearnedRate
@@ -126,10 +131,11 @@ type Metrics struct {
 	retries       metric.Int64Counter
 	pauses        metric.Float64Histogram
 	pauseFailures metric.Int64Counter
+	clamps        metric.Int64Counter
 	redisErrors   metric.Int64Counter
 	redisRecover  metric.Int64Counter
+	redisDropped  metric.Int64Counter
 	redisTrips    metric.Float64Histogram
-	redisOpen     atomic.Bool
 
 	// The attribute sets of each series, built once: a request then
 	// allocates nothing and the SDK gets a ready Set (goal: ≤ 1µs and ≤ 3
@@ -153,10 +159,11 @@ func optionsOf(attrs ...attribute.KeyValue) options {
 }
 
 // keyed names one series of the per-key instruments: the key's value,
-// and the refusal's reason or the retried response's status, if any.
+// and the refusal's reason, the retried response's status or the clamped
+// field, if any.
 type keyed struct {
-	key, reason string
-	code        int
+	key, reason, field string
+	code               int
 }
 
 // New returns Metrics whose instruments come from mp's meter [ScopeName].
@@ -178,11 +185,14 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		if k.code != 0 {
 			attrs = append(attrs, statusAttr.Int(k.code))
 		}
+		if k.field != "" {
+			attrs = append(attrs, FieldAttr.String(k.field))
+		}
 		return optionsOf(attrs...)
 	})
 	var errs []error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(metriclabel.DurationBuckets...))
+	hist := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(buckets...))
 		errs = append(errs, err)
 		return h
 	}
@@ -191,16 +201,18 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		errs = append(errs, err)
 		return c
 	}
-	m.duration = hist("http.client.request.duration", "Duration of HTTP client requests.")
-	m.queueWait = hist("egress.rate_limiting.request.time_in_queue", "Time requests waited in line for a queue slot, of those that waited.")
-	m.limiterWait = hist("egress.rate_limiting.request.time_in_limiter", "Time attempts waited for their slot in the key's budget, of those that waited.")
+	m.duration = hist("http.client.request.duration", "Duration of HTTP client requests.", metriclabel.DurationBuckets)
+	m.queueWait = hist("egress.rate_limiting.request.time_in_queue", "Time requests waited in line for a queue slot, of those that waited.", metriclabel.WaitBuckets)
+	m.limiterWait = hist("egress.rate_limiting.request.time_in_limiter", "Time attempts waited for their slot in the key's budget, of those that waited.", metriclabel.WaitBuckets)
 	m.refusals = counter("egress.rate_limiting.refusals", "{request}", "Requests the Transport refused to send.")
 	m.retries = counter("egress.rate_limiting.retries", "{request}", "Responses discarded to try the request again.")
-	m.pauses = hist("egress.rate_limiting.pause.duration", "Pauses of a key asked for by the upstream, and how long each lasts.")
+	m.pauses = hist("egress.rate_limiting.pause.duration", "Pauses of a key asked for by the upstream, and how long each lasts.", metriclabel.WaitBuckets)
 	m.pauseFailures = counter("egress.rate_limiting.pause.failures", "{pause}", "Pauses the limiter failed to record.")
+	m.clamps = counter("egress.rate_limiting.quota.clamps", "{field}", "Fields of upstream quota statements clamped for absurd values before booking.")
+	m.redisDropped = counter("egress.redis.settles.dropped", "{settle}", "Settles (units given back or charged once a request's cost is known) dropped unsent to Redis.")
 	m.redisErrors = counter("egress.redis.errors", "{event}", "Calls to Redis that failed.")
 	m.redisRecover = counter("egress.redis.recoveries", "{event}", "Times Redis answered again after failing.")
-	m.redisTrips = hist("egress.redis.round_trip.duration", "Round trips to Redis: each command, or each pipeline, from sending it to its reply.")
+	m.redisTrips = hist("egress.redis.round_trip.duration", "Round trips to Redis: each command, or each pipeline, from sending it to its reply.", metriclabel.RedisBuckets)
 
 	requests, err := meter.Int64ObservableCounter("egress.rate_limiting.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Attempts acquired (sent) and requests refused, timed out or canceled."))
@@ -234,7 +246,7 @@ func New(mp metric.MeterProvider, opts ...Option) (*Metrics, error) {
 		o.ObserveInt64(queued, int64(t.Waiting))
 		o.ObserveInt64(leases, int64(t.InFlight))
 		var open int64
-		if m.redisOpen.Load() {
+		if m.core.BreakerOpen() {
 			open = 1
 		}
 		o.ObserveInt64(breaker, open)

@@ -12,15 +12,16 @@ import (
 )
 
 // Observer returns an [egress.Observer] that records attempts sent,
-// waits, refusals, retries and pauses in m, then passes each event on to next's func of
-// the same name, if next is not nil and has one. Funcs of next that m
+// waits, refusals, retries, pauses and clamped quota statements in m,
+// then passes each event on to next's func of the same name, if next is
+// not nil and has one. Funcs of next that m
 // does not record are kept as they are. Install it with
 // [egress.WithObserver]; to keep a program's own Observer, pass it as
 // next:
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused)
+	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused, m.clamped)
 }
 
 // key returns the options that record a measurement for key alone.
@@ -59,17 +60,23 @@ func (m *Metrics) paused(p egress.PauseInfo) {
 	m.pauses.Record(context.Background(), p.Duration.Seconds(), key.record...)
 }
 
+func (m *Metrics) clamped(c egress.ClampInfo) {
+	key := m.core.Keys.Label(c.Key)
+	for _, f := range c.Fields {
+		m.clamps.Add(context.Background(), 1, m.keyed.Get(keyed{key: key, field: f}).add...)
+	}
+}
+
 // RedisObserver returns a func for [redislimit.WithObserver] that counts
-// failed calls to Redis and recoveries in m and tracks whether Redis is
-// failing, then passes each event on to next, if next is not nil.
+// failed calls to Redis, recoveries and settles dropped in m, and tracks
+// whether Redis is failing, then passes each event on to next, if next is
+// not nil. Give each redislimit Client a func of its own.
 func (m *Metrics) RedisObserver(next func(redislimit.Event)) func(redislimit.Event) {
-	return metriclabel.RedisObserver(next, func() {
-		m.redisErrors.Add(context.Background(), 1)
-		m.redisOpen.Store(true)
-	}, func() {
-		m.redisRecover.Add(context.Background(), 1)
-		m.redisOpen.Store(false)
-	})
+	ctx := context.Background()
+	return m.core.RedisObserver(next,
+		func() { m.redisErrors.Add(ctx, 1) },
+		func() { m.redisRecover.Add(ctx, 1) },
+		func(n int) { m.redisDropped.Add(ctx, int64(n)) })
 }
 
 // RedisHook returns a go-redis hook that records each round trip to

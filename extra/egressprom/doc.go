@@ -1,8 +1,9 @@
 // Package egressprom exports what an [egress.Transport] does as Prometheus
 // metrics, with client_golang collectors: how long requests take, how
 // long they wait in the queue and for their slot in the budget, how many
-// are refused and why, retries, pauses, the queue's depth, and the health
-// of Redis behind a redislimit budget.
+// are refused and why, retries, pauses, quota statements clamped for
+// absurd values, the queue's depth, and the health of Redis behind a
+// redislimit budget.
 //
 // It lives in its own module, so that the egress module does not depend
 // on client_golang. Wire it in three steps:

@@ -44,7 +44,12 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 
 // Metrics is a [prometheus.Collector] of what the Transports it watches
 // do. Register it once, install [Metrics.Observer] on each Transport and
-// send requests through [Metrics.Instrument]. It collects:
+// send requests through [Metrics.Instrument]: one Metrics sums every
+// Transport it watches. A registry holds one Metrics: a second one has
+// the same metric names, so Register returns a
+// [prometheus.AlreadyRegisteredError] and MustRegister panics; give it a
+// registry of its own, or a constant label with
+// [prometheus.WrapRegistererWith]. It collects:
 //
 //	egress_request_duration_seconds{method,host,code,error_type,resend_count}  histogram: each attempt sent, from the base RoundTripper's call to its response or error (a retry is an attempt of its own), and each request refused unsent
 //	egress_requests_total{result}                                 counter: attempts acquired (sent), and requests refused_full, refused_limit, timeout, canceled, or failed on a limiter_error
@@ -54,10 +59,12 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 //	egress_retries_total{key,code}                                counter: responses discarded to try again
 //	egress_pause_duration_seconds{key}                            histogram: pauses of a key asked for by the upstream (count and seconds)
 //	egress_pause_failures_total{key}                              counter: pauses the limiter failed to record
+//	egress_quota_clamps_total{key,field}                          counter: fields of upstream quota statements clamped for absurd values; field is Limit, Remaining, Reset or Window
 //	egress_queue_waiting_requests                                 gauge: requests in line for a queue slot
 //	egress_in_flight_requests                                     gauge: queue slots held
 //	egress_redis_errors_total, egress_redis_recoveries_total      counters: failed calls to Redis, and recoveries
-//	egress_redis_breaker_open                                     gauge: 1 while Redis is failing (the circuit breaker is open), else 0
+//	egress_redis_breaker_open                                     gauge: 1 while Redis is failing (a circuit breaker is open: on a cluster, any node's), else 0
+//	egress_redis_settles_dropped_total                            counter: settles (units given back or charged once a request's cost is known) dropped unsent
 //	egress_redis_round_trip_duration_seconds{error_type}          histogram, with [Metrics.RedisHook]: each round trip to Redis (its count is the round trips); error_type when it failed
 //	egress_learned_rate{key}                                      gauge, with [WithLearnedRate]: the rate learned for each key with a label of its own, in units per second
 //
@@ -75,7 +82,8 @@ func WithLearnedRate(r interface{ Rate(key string) float64 }) Option {
 // context ended before a response came, whether they were waiting or on
 // the wire, so a request sent and then cancelled counts as acquired too.
 //
-// Metrics is safe for concurrent use.
+// Metrics is safe for concurrent use. The zero Metrics is not: make one
+// with [New].
 type Metrics struct {
 	core  *metriclabel.Core
 	rater metriclabel.Rater // nil without WithLearnedRate
@@ -87,12 +95,13 @@ type Metrics struct {
 	retries       *prometheus.CounterVec
 	pauses        *prometheus.HistogramVec
 	pauseFailures *prometheus.CounterVec
+	clamps        *prometheus.CounterVec
 	redisErrors   prometheus.Counter
 	redisRecover  prometheus.Counter
-	redisOpen     prometheus.Gauge
+	redisDropped  prometheus.Counter
 	redisTrips    *prometheus.HistogramVec
 
-	requestsDesc, waitingDesc, inFlightDesc, learnedDesc *prometheus.Desc
+	requestsDesc, waitingDesc, inFlightDesc, learnedDesc, redisOpenDesc *prometheus.Desc
 
 	// The series of egress_request_duration_seconds, looked up once: a
 	// request then allocates nothing here (goal: ≤ 1µs and ≤ 3 allocs
@@ -106,8 +115,8 @@ var _ prometheus.Collector = (*Metrics)(nil)
 // [prometheus.Registerer]. It panics if an option is nil.
 func New(opts ...Option) *Metrics {
 	c := metriclabel.Configure("egressprom", opts, Option.apply)
-	hist := func(name, help string, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: metriclabel.DurationBuckets}, labels)
+	hist := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -116,22 +125,24 @@ func New(opts ...Option) *Metrics {
 		core:  metriclabel.NewCore("egressprom", c),
 		rater: c.Rater,
 
-		duration:      hist("egress_request_duration_seconds", "Duration of each attempt an egress Transport sent, from the base RoundTripper's call to its response or error, and of each request it refused to send.", "method", "host", "code", "error_type", "resend_count"),
-		queueWait:     hist("egress_queue_wait_seconds", "Time requests waited in line for a queue slot, of those that waited.", "key"),
-		limiterWait:   hist("egress_limiter_wait_seconds", "Time attempts waited for their slot in the key's budget, of those that waited.", "key"),
+		duration:      hist("egress_request_duration_seconds", "Duration of each attempt an egress Transport sent, from the base RoundTripper's call to its response or error, and of each request it refused to send.", metriclabel.DurationBuckets, "method", "host", "code", "error_type", "resend_count"),
+		queueWait:     hist("egress_queue_wait_seconds", "Time requests waited in line for a queue slot, of those that waited.", metriclabel.WaitBuckets, "key"),
+		limiterWait:   hist("egress_limiter_wait_seconds", "Time attempts waited for their slot in the key's budget, of those that waited.", metriclabel.WaitBuckets, "key"),
 		refusals:      counter("egress_refusals_total", "Requests the Transport refused to send, by key and reason.", "key", "reason"),
 		retries:       counter("egress_retries_total", "Responses discarded to try the request again, by key and status code.", "key", "code"),
-		pauses:        hist("egress_pause_duration_seconds", "Pauses of a key asked for by the upstream, and how long each lasts.", "key"),
+		pauses:        hist("egress_pause_duration_seconds", "Pauses of a key asked for by the upstream, and how long each lasts.", metriclabel.WaitBuckets, "key"),
 		pauseFailures: counter("egress_pause_failures_total", "Pauses the limiter failed to record.", "key"),
+		clamps:        counter("egress_quota_clamps_total", "Fields of upstream quota statements clamped for absurd values before booking, by key and field.", "key", "field"),
 		redisErrors:   prometheus.NewCounter(prometheus.CounterOpts{Name: "egress_redis_errors_total", Help: "Calls to Redis that failed."}),
 		redisRecover:  prometheus.NewCounter(prometheus.CounterOpts{Name: "egress_redis_recoveries_total", Help: "Times Redis answered again after failing."}),
-		redisOpen:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "egress_redis_breaker_open", Help: "1 while calls to Redis are failing and the circuit breaker is open, else 0."}),
-		redisTrips:    hist("egress_redis_round_trip_duration_seconds", "Round trips to Redis: each command, or each pipeline, from sending it to its reply.", "error_type"),
+		redisDropped:  prometheus.NewCounter(prometheus.CounterOpts{Name: "egress_redis_settles_dropped_total", Help: "Settles (units given back or charged once a request's cost is known) dropped unsent to Redis."}),
+		redisTrips:    hist("egress_redis_round_trip_duration_seconds", "Round trips to Redis: each command, or each pipeline, from sending it to its reply.", metriclabel.RedisBuckets, "error_type"),
 
-		requestsDesc: prometheus.NewDesc("egress_requests_total", "Attempts acquired (sent) and requests refused, timed out or canceled, by result.", []string{"result"}, nil),
-		waitingDesc:  prometheus.NewDesc("egress_queue_waiting_requests", "Requests waiting in line for a queue slot.", nil, nil),
-		inFlightDesc: prometheus.NewDesc("egress_in_flight_requests", "Queue slots held: requests in RoundTrip or whose response body is open.", nil, nil),
-		learnedDesc:  prometheus.NewDesc("egress_learned_rate", "The rate the limiter learned for a key, in units per second.", []string{"key"}, nil),
+		requestsDesc:  prometheus.NewDesc("egress_requests_total", "Attempts acquired (sent) and requests refused, timed out or canceled, by result.", []string{"result"}, nil),
+		waitingDesc:   prometheus.NewDesc("egress_queue_waiting_requests", "Requests waiting in line for a queue slot.", nil, nil),
+		inFlightDesc:  prometheus.NewDesc("egress_in_flight_requests", "Queue slots held: requests in RoundTrip or whose response body is open.", nil, nil),
+		learnedDesc:   prometheus.NewDesc("egress_learned_rate", "The rate the limiter learned for a key, in units per second.", []string{"key"}, nil),
+		redisOpenDesc: prometheus.NewDesc("egress_redis_breaker_open", "1 while calls to Redis are failing and the circuit breaker is open, else 0.", nil, nil),
 	}
 	m.series = metriclabel.NewSeries(m.core.Hosts, func(k metriclabel.SeriesKey) prometheus.Observer {
 		code := ""
@@ -148,7 +159,7 @@ func New(opts ...Option) *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.duration, m.queueWait, m.limiterWait, m.refusals, m.retries, m.pauses, m.pauseFailures, m.redisErrors, m.redisRecover, m.redisOpen, m.redisTrips}
+	return []prometheus.Collector{m.duration, m.queueWait, m.limiterWait, m.refusals, m.retries, m.pauses, m.pauseFailures, m.clamps, m.redisErrors, m.redisRecover, m.redisDropped, m.redisTrips}
 }
 
 // Describe implements [prometheus.Collector].
@@ -159,6 +170,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.requestsDesc
 	ch <- m.waitingDesc
 	ch <- m.inFlightDesc
+	ch <- m.redisOpenDesc
 	if m.rater != nil {
 		ch <- m.learnedDesc
 	}
@@ -176,6 +188,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.waitingDesc, prometheus.GaugeValue, float64(t.Waiting))
 	ch <- prometheus.MustNewConstMetric(m.inFlightDesc, prometheus.GaugeValue, float64(t.InFlight))
+	open := 0.0
+	if m.core.BreakerOpen() {
+		open = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.redisOpenDesc, prometheus.GaugeValue, open)
 	if m.rater != nil {
 		for _, key := range m.core.Keys.Values() {
 			ch <- prometheus.MustNewConstMetric(m.learnedDesc, prometheus.GaugeValue, m.rater.Rate(key), key)

@@ -138,7 +138,7 @@ egress_retries_total{code="429",key="`+host+`"} 1
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)
 	assert.Empty(t, problems, "promlint")
-	assert.Len(t, mfs, 12, "every metric family was linted, with samples")
+	assert.Len(t, mfs, 13, "every metric family was linted, with samples")
 }
 
 // scrape serves reg over HTTP, as Prometheus scrapes it, and returns the
@@ -369,6 +369,7 @@ func TestPromlintEveryFamily(t *testing.T) {
 	o.Retrying(egress.RetryInfo{Key: "k", Attempt: 1, StatusCode: 429, Delay: time.Second})
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second})
 	o.Paused(egress.PauseInfo{Key: "k", StatusCode: 429, Duration: time.Second, Err: errors.New("store down")})
+	o.Clamped(egress.ClampInfo{Key: "k", StatusCode: 200, Fields: []string{"Limit"}})
 	m.RedisObserver(nil)(redislimit.Event{Err: errors.New("store down")})
 	ctx := context.Background()
 	require.NoError(t, m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })(ctx, redis.NewCmd(ctx, "ping")))
@@ -392,10 +393,12 @@ func TestPromlintEveryFamily(t *testing.T) {
 		"egress_pause_failures_total",
 		"egress_queue_wait_seconds",
 		"egress_queue_waiting_requests",
+		"egress_quota_clamps_total",
 		"egress_redis_breaker_open",
 		"egress_redis_errors_total",
 		"egress_redis_recoveries_total",
 		"egress_redis_round_trip_duration_seconds",
+		"egress_redis_settles_dropped_total",
 		"egress_refusals_total",
 		"egress_request_duration_seconds",
 		"egress_requests_total",

@@ -13,15 +13,16 @@ import (
 )
 
 // Observer returns an [egress.Observer] that records attempts sent,
-// waits, refusals, retries and pauses in m, then passes each event on to next's func of
-// the same name, if next is not nil and has one. Funcs of next that m
+// waits, refusals, retries, pauses and clamped quota statements in m,
+// then passes each event on to next's func of the same name, if next is
+// not nil and has one. Funcs of next that m
 // does not record are kept as they are. Install it with
 // [egress.WithObserver]; to keep a program's own Observer, pass it as
 // next:
 //
 //	egress.WithObserver(m.Observer(&egress.Observer{Paused: alert}))
 func (m *Metrics) Observer(next *egress.Observer) *egress.Observer {
-	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused)
+	return metriclabel.Observer(next, m.waited, m.refused, m.sent, m.retrying, m.paused, m.clamped)
 }
 
 func (m *Metrics) waited(w egress.WaitInfo) {
@@ -55,17 +56,19 @@ func (m *Metrics) paused(p egress.PauseInfo) {
 	m.pauses.WithLabelValues(key).Observe(p.Duration.Seconds())
 }
 
+func (m *Metrics) clamped(c egress.ClampInfo) {
+	key := m.core.Keys.Label(c.Key)
+	for _, f := range c.Fields {
+		m.clamps.WithLabelValues(key, f).Inc()
+	}
+}
+
 // RedisObserver returns a func for [redislimit.WithObserver] that counts
-// failed calls to Redis and recoveries in m and tracks whether Redis is
-// failing, then passes each event on to next, if next is not nil.
+// failed calls to Redis, recoveries and settles dropped in m, and tracks
+// whether Redis is failing, then passes each event on to next, if next is
+// not nil. Give each redislimit Client a func of its own.
 func (m *Metrics) RedisObserver(next func(redislimit.Event)) func(redislimit.Event) {
-	return metriclabel.RedisObserver(next, func() {
-		m.redisErrors.Inc()
-		m.redisOpen.Set(1)
-	}, func() {
-		m.redisRecover.Inc()
-		m.redisOpen.Set(0)
-	})
+	return m.core.RedisObserver(next, m.redisErrors.Inc, m.redisRecover.Inc, func(n int) { m.redisDropped.Add(float64(n)) })
 }
 
 // RedisHook returns a go-redis hook that records each round trip to

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/egress-go/egress"
-	"github.com/egress-go/egress/throttle/redislimit"
 )
 
 // Results of an attempt to acquire, the values of the adapters' result
@@ -37,6 +36,8 @@ type Core struct {
 	transports []*egress.Transport
 
 	refusedFull, refusedLimit, timeouts, canceled, limiterErrors atomic.Uint64
+
+	breakers breakers
 }
 
 // NewCore returns a Core configured by c, for the adapter pkg.
@@ -150,28 +151,11 @@ func (c *Core) ended(req *http.Request) {
 	}
 }
 
-// RedisObserver returns a func for [redislimit.WithObserver] that calls
-// failed on each failed call to Redis and recovered when Redis answers
-// again, then passes the event on to next, if next is not nil.
-func RedisObserver(next func(redislimit.Event), failed, recovered func()) func(redislimit.Event) {
-	return func(e redislimit.Event) {
-		switch {
-		case e.Recovered:
-			recovered()
-		case e.Err != nil:
-			failed()
-		}
-		if next != nil {
-			next(e)
-		}
-	}
-}
-
 // Observer returns an [egress.Observer] that reports each event to the
 // adapter's func for it, then to next's func of the same name, if next is
 // not nil and has one.
 func Observer(next *egress.Observer, waited func(egress.WaitInfo), refused func(egress.RefusalInfo), sent func(egress.SentInfo),
-	retrying func(egress.RetryInfo), paused func(egress.PauseInfo)) *egress.Observer {
-	own := &egress.Observer{Waited: waited, Refused: refused, Sent: sent, Retrying: retrying, Paused: paused}
+	retrying func(egress.RetryInfo), paused func(egress.PauseInfo), clamped func(egress.ClampInfo)) *egress.Observer {
+	own := &egress.Observer{Waited: waited, Refused: refused, Sent: sent, Retrying: retrying, Paused: paused, Clamped: clamped}
 	return own.Then(next)
 }

@@ -61,7 +61,20 @@ func Configure[O any](pkg string, opts []O, apply func(O, *Config)) Config {
 	return c
 }
 
-// DurationBuckets are the bucket boundaries of every histogram in
-// seconds: those OpenTelemetry advises for http.client.request.duration,
-// stretched to a minute, since a request may wait that long for its slot.
+// DurationBuckets are the bucket boundaries, in seconds, of the request
+// duration histogram: those OpenTelemetry advises for
+// http.client.request.duration, stretched to a minute, since a refused
+// request may have waited that long for its slot.
 var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+
+// WaitBuckets are the bucket boundaries, in seconds, of the histograms of
+// waits and pauses: from a millisecond, the spacing of a budget of
+// 1 000/s, to five minutes, since a batch job may raise the Transport's
+// MaxWait (30 s by default) and the retry policy's MaxPause (60 s) well
+// past a minute.
+var WaitBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// RedisBuckets are the bucket boundaries, in seconds, of the histogram of
+// round trips to Redis: from 100µs, a round trip in one data centre, to
+// a second, past redislimit's DefaultTimeout of 250ms.
+var RedisBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}

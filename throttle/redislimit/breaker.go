@@ -17,11 +17,21 @@ import (
 // through to see whether Redis is back.
 const ProbeInterval = 250 * time.Millisecond
 
-// Event is what [WithObserver] hears: a call to Redis that failed, or the
-// first call that succeeded after failures.
+// Event is what [WithObserver] hears: a call to Redis that failed, the
+// first call that succeeded after failures, or settles dropped.
+//
+// An Event with Settles 0 comes from the circuit breaker: Err set, Redis
+// is failing and the breaker of Node is open until an Event with
+// Recovered. An Event with Settles above 0 says only that settles were
+// dropped, and nothing of the breaker: no recovery follows it.
 type Event struct {
 	// Err is the failure; nil on recovery.
 	Err error
+	// Settles is how many settles of a key (the units a request gives
+	// back or is charged once its actual cost is known) were dropped,
+	// because Redis did not answer them in time, answered them with an
+	// error, or the Client closed first; 0 for the breaker's events.
+	Settles int
 	// Recovered is true when Redis answered again after failing.
 	Recovered bool
 	// Down is how long Redis has been failing: since the first failure

@@ -239,7 +239,7 @@ func (s *settles) dropped(key string, n int, what string, cause error) {
 	if cause != nil {
 		err = fmt.Errorf("%w: %w", err, cause)
 	}
-	s.c.breaker.observer(Event{Err: err})
+	s.c.breaker.observer(Event{Err: err, Settles: n})
 }
 
 // queue queues qs for b's calls on key, and schedules their flush.
@@ -362,7 +362,7 @@ func (b *budget) send(ctx context.Context, key string, ks []string, args []any, 
 		b.client.settles.requeue(b, key, recs, err)
 		b.follow.requeue(key, hs)
 	case b.client.breaker.observer != nil:
-		b.client.breaker.observer(Event{Err: fmt.Errorf("redislimit: %d settles of key %q dropped: %w", len(recs), key, err)})
+		b.client.breaker.observer(Event{Err: fmt.Errorf("redislimit: %d settles of key %q dropped: %w", len(recs), key, err), Settles: len(recs)})
 	}
 	return v, err
 }

@@ -101,7 +101,7 @@ func TestSettleResent(t *testing.T) {
 			defer mu.Unlock()
 			reported := false
 			for _, e := range events {
-				reported = reported || (e.Err != nil && strings.Contains(e.Err.Error(), `settles of key "k"`))
+				reported = reported || (e.Err != nil && e.Settles > 0 && strings.Contains(e.Err.Error(), `settles of key "k"`))
 			}
 			assert.Equal(t, tt.wantReported, reported, "%v", events)
 		})

@@ -426,6 +426,7 @@ func TestSettleFailures(t *testing.T) {
 	mu.Lock()
 	require.NotEmpty(t, events)
 	assert.ErrorContains(t, events[len(events)-1].Err, `1 settles of key "k" dropped`)
+	assert.Equal(t, 1, events[len(events)-1].Settles, "the event is a drop, not the breaker's")
 	mu.Unlock()
 
 	// Redis away: the settle stays for the next try.

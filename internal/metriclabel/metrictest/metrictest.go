@@ -23,6 +23,20 @@ func (MemBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req, Header: http.Header{}}, nil
 }
 
+// LimitZeroBase answers every request 200, stating a quota with a limit
+// of 0, which the Transport clamps and reports to its Observer's Clamped
+// func as the field "Limit".
+type LimitZeroBase struct{}
+
+// RoundTrip implements [http.RoundTripper].
+func (LimitZeroBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "0")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "5")
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req, Header: h}, nil
+}
+
 // StepLimiter grants every request after Wait, so that every attempt
 // waits a known time, refuses the key "refuse", and accepts pauses
 // without shifting anything.
