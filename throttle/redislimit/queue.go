@@ -110,7 +110,10 @@ var errPlaceExpired = errors.New("redislimit: the place in the queue's line expi
 // per Queue renews every lease its process holds, every [WithRenewEvery];
 // a process that dies stops renewing, and its permits go back to the
 // fleet once their lease runs out ([WithLease]). A release names its
-// permit, so a late or repeated release never frees another's.
+// permit, so a late or repeated release never frees another's; and Redis
+// keeps the name for a lease, so that a call it runs after the release (a
+// renewal sent before it, or an acquire whose reply was lost) takes
+// nothing back.
 //
 // Acquiring a free permit is one call to Redis, and so is releasing one.
 // A release that frees a permit while callers wait hands it to the first
@@ -123,12 +126,17 @@ var errPlaceExpired = errors.New("redislimit: the place in the queue's line expi
 // or [QueueFallback].
 //
 // A holder that cannot reach Redis for a whole lease loses its permit,
-// though its call still runs: the fleet may then hold one more than
-// maxInFlight until the call ends. When Redis loses its data (a restart
-// without persistence), the Queue grants no free permit for one lease,
-// so that the holders still running claim theirs back first through
-// their renewals; so does a Queue's first use, or the first after a day
-// unused.
+// though its call still runs; its next renewal claims it back if one is
+// free, and otherwise the fleet holds one more than maxInFlight until the
+// call ends. When Redis loses its data (a restart without persistence),
+// the Queue grants no free permit for one lease, so that the holders
+// still running claim theirs back first through their renewals; so does
+// a Queue's first use, or the first after a day unused. When Redis comes
+// back with older data (a restart from a snapshot, or a failover to a
+// replica that missed the last writes), the holders granted since claim
+// their permits back at their next renewal, while permits are free; a
+// permit granted again before that renewal leaves the fleet over
+// maxInFlight until one of the two calls ends.
 //
 // A Queue is safe for concurrent use. Close it when done.
 type Queue struct {
@@ -260,7 +268,7 @@ func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts
 		}
 	}
 	tag := q.client.prefix + "{" + name + "}:queue:"
-	q.keys = []string{tag + "holders", tag + "line", tag + "waitexp", tag + "meta"}
+	q.keys = []string{tag + "holders", tag + "line", tag + "waitexp", tag + "meta", tag + "released"}
 	q.renewedAt = q.client.now()
 	if cfg.queue.manual {
 		close(q.done)

@@ -3,8 +3,9 @@
 -- a line of waiters served first in, first out.
 --
 -- KEYS: the holders (zset: id -> expiry), the line (zset: id -> seq), the
--- waiters' expiries (zset: id -> expiry) and the meta hash (seq, born),
--- all under one hash tag.
+-- waiters' expiries (zset: id -> expiry), the meta hash (seq, born) and
+-- the ids released within a lease, permits and places (zset: id ->
+-- expiry), all under one hash tag.
 -- ARGV: op ('acquire', 'release', 'renew' or 'stats'), the frozen time
 -- (test-only; 0 reads TIME), n, the lease (µs), the channel grants are
 -- published on, then the op's own.
@@ -15,7 +16,7 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local holders, line, waitexp, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local holders, line, waitexp, meta, released = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, n, lease, channel = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local until_ = string.format('%d', now + lease)
 
@@ -42,6 +43,7 @@ local function purge()
     redis.call('ZREM', line, id)
   end
   redis.call('ZREMRANGEBYSCORE', waitexp, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', released, '-inf', now)
 end
 
 -- promote hands free permits to the first waiters, in order, and tells
@@ -72,6 +74,7 @@ local function expire()
   redis.call('PEXPIRE', holders, ttl)
   redis.call('PEXPIRE', line, ttl)
   redis.call('PEXPIRE', waitexp, ttl)
+  redis.call('PEXPIRE', released, ttl)
 end
 
 purge()
@@ -86,6 +89,9 @@ if op == 'acquire' then
   end
   if redis.call('ZSCORE', line, id) then
     return 0
+  end
+  if redis.call('ZSCORE', released, id) then
+    return -2 -- run after its own release: its caller has gone
   end
   local waiting = redis.call('ZCARD', line)
   if warm and waiting == 0 and redis.call('ZCARD', holders) < n then
@@ -109,8 +115,13 @@ end
 if op == 'release' then
   -- ARGV[6] id. Reply: 1 a permit was freed, 2 a place in line was
   -- given up, 0 nothing (released already, or expired). A freed permit
-  -- goes to the first waiter in the same call.
+  -- goes to the first waiter in the same call. The id is kept for a
+  -- lease among the released, so that a call sent before the release and
+  -- run after it (a renewal, or the acquire whose reply was lost, resent
+  -- or overtaken on another connection) does not take it back.
   local id = ARGV[6]
+  redis.call('ZADD', released, until_, id)
+  expire()
   if redis.call('ZREM', holders, id) == 1 then
     promote()
     return 1
@@ -124,17 +135,21 @@ end
 
 if op == 'renew' then
   -- ARGV[6] the number of held ids, then the held ids, then the waiting
-  -- ids. Every one gets a new lease. While the queue is new (after Redis
-  -- lost its data), a held id that is gone is claimed back, since its
-  -- request is running, and a waiting id that is gone joins the line
-  -- again. Later, a gone id stays gone: it was released after this call
-  -- was sent, or its lease ran out.
+  -- ids. Every one gets a new lease. A held id that is gone, and was not
+  -- released, is claimed back while a permit is free, since its request
+  -- is running: Redis lost it (a restart without persistence, or from a
+  -- snapshot older than the grant, or a failover to a replica that
+  -- missed it), or its process could not renew for a lease. Once warm,
+  -- promote has served the line first, so a free permit means nobody
+  -- waits. While the queue is new, a waiting id that is gone, and was
+  -- not released, joins the line again; later it stays gone.
   -- Reply: for each id, 1 holding, 2 waiting, 0 gone.
   local nheld = tonumber(ARGV[6])
   local out = {}
   for i = 1, nheld do
     local id = ARGV[6 + i]
-    if redis.call('ZSCORE', holders, id) or (not warm and redis.call('ZCARD', holders) < n) then
+    if redis.call('ZSCORE', holders, id) or
+        (not redis.call('ZSCORE', released, id) and redis.call('ZCARD', holders) < n) then
       redis.call('ZADD', holders, until_, id)
       out[i] = 1
     else
@@ -145,7 +160,7 @@ if op == 'renew' then
     local id = ARGV[i]
     if redis.call('ZSCORE', line, id) then
       redis.call('ZADD', waitexp, until_, id)
-    elseif not warm and not redis.call('ZSCORE', holders, id) then
+    elseif not warm and not redis.call('ZSCORE', holders, id) and not redis.call('ZSCORE', released, id) then
       -- Redis lost the line: join it again, in the order renewals come.
       redis.call('ZADD', line, redis.call('HINCRBY', meta, 'seq', 1), id)
       redis.call('ZADD', waitexp, until_, id)

@@ -143,7 +143,7 @@ func TestQueueKeysShareOneHashTag(t *testing.T) {
 	t.Parallel()
 	c := newClock(0)
 	q := newTestQueue(t, startRedis(t).client(t), c, 1, 0, WithPrefix("p:"))
-	assert.Equal(t, []string{"p:{api}:queue:holders", "p:{api}:queue:line", "p:{api}:queue:waitexp", "p:{api}:queue:meta"}, q.keys)
+	assert.Equal(t, []string{"p:{api}:queue:holders", "p:{api}:queue:line", "p:{api}:queue:waitexp", "p:{api}:queue:meta", "p:{api}:queue:released"}, q.keys)
 }
 
 // A new queue (or one whose data Redis lost) grants nothing for a lease,
