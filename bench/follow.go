@@ -221,7 +221,7 @@ func followScenarios(smoke bool) []scenario {
 			title: fmt.Sprintf("Real upstream: go-chi/httprate, 48 per 1 s window (sliding-window counter), %d requests from 32 goroutines, starting 10 ms after one of its window boundaries", n),
 			limit: window, front: tr("5a", httprateFront(rate, time.Second)), phase: 10 * time.Millisecond,
 			shares: []int{n}, goroutines: 32, plot: plotPerBin,
-			contenders: append(real[:1:1], append([]string{"egress sliding counter"}, real[1:]...)...),
+			contenders: append(real[:1:1], append([]string{egressCounterRetry}, real[1:]...)...),
 		},
 		{
 			id: "5b", part: "5", table: tableFollow,
@@ -570,7 +570,7 @@ func followConfiguration(sc scenario, name string) string {
 		return "as egress (README), configured 25% above the published limit: " + readme(l.Rate*5/4, l.Limit*5/4) + "."
 	case egressBurstOne:
 		return fmt.Sprintf("`egress.NewTransport(base, egress.WithLimiter(throttle.NewTokenBucket(throttle.PerSecond(%d), 1, %s)), egress.WithRetry(retryafter.Policy{}))`: a token bucket of burst 1 at the published rate (issue 13: the tolerance costs the most where there is the least to spare).", l.Rate, tol)
-	case "egress sliding counter":
+	case egressCounterRetry:
 		return fmt.Sprintf("`throttle.NewSlidingWindowCounter(%d, %v, %s)`", l.Limit, l.Window, tol) + retry + ": the algorithm httprate documents."
 	case "egress (WithRetry only)":
 		return "`egress.NewTransport(base, egress.WithRetry(retryafter.Policy{}))`: no limiter, so only what the upstream answers shapes the pace."
