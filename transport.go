@@ -606,6 +606,9 @@ func (c *call) book(ctx context.Context) error {
 // refusal of this call, reported as one.
 func (c *call) wait(ctx context.Context, r *throttle.Reservation) error {
 	err := r.Wait(ctx)
+	if err == nil {
+		return nil // before errors.As, whose target escapes: an allocation a request (overhead goal: ≤ 3 allocs)
+	}
 	var le *throttle.LimitError
 	if errors.As(err, &le) {
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: le.RetryAfter, Deadline: le.Deadline})
