@@ -162,19 +162,18 @@ func (t *Transport) follow() {
 // holding too many keys: once full, it forgets the key answered longest
 // ago ([throttle.WithForget]).
 func (t *Transport) ownRecord(configured throttle.Limiter) *throttle.Upstream {
-	if configured == nil {
-		if !t.retry {
-			return nil
-		}
-		u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithFirstAnswer(throttle.DefaultFirstAnswer), throttle.WithForget())
-		return u
-	}
+	opts := []throttle.Option{throttle.WithMaxHold(t.maxPause()), throttle.WithForget()}
 	_, learns := configured.(interface{ Rate(key string) float64 })
 	_, shared := configured.(interface{ Stated() bool })
-	if learns || shared || t.estimate != nil || (!t.retry && t.pauser == nil) {
+	switch {
+	case configured == nil && !t.retry:
+		return nil
+	case configured == nil:
+		opts = append(opts, throttle.WithFirstAnswer(throttle.DefaultFirstAnswer))
+	case learns || shared || t.estimate != nil || (!t.retry && t.pauser == nil):
 		return nil
 	}
-	u, _ := throttle.NewUpstream(throttle.WithMaxHold(t.maxPause()), throttle.WithForget())
+	u, _ := throttle.NewUpstream(opts...)
 	return u
 }
 
