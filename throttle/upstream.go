@@ -1505,6 +1505,11 @@ func (u *Upstream) Stated(key string) []Statement {
 		case q.window > 0:
 			s.Window = time.Duration(q.window)
 		}
+		if s.Limit > 0 && s.Remaining > s.Limit {
+			// A limit inferred after what was left had been recorded
+			// (a refilling quota's unknown level): never more left than it.
+			s.Remaining = s.Limit
+		}
 		out = append(out, s)
 	}
 	return out
