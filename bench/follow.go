@@ -226,7 +226,7 @@ func followScenarios(smoke bool) []scenario {
 		{
 			id: "5b", part: "5", table: tableFollow,
 			title: fmt.Sprintf("Real upstream: throttled/throttled v2, GCRA 48/s with MaxBurst 8 (9 at once), %d requests from 32 goroutines", n),
-			limit: upstream.Config{Rate: rate, Burst: 9}, front: throttledFront(rate, 8),
+			limit: upstream.Config{Rate: rate, Burst: 9}, front: tr("5b", throttledFront(rate, 8)),
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: append(real[:2:2], append([]string{egressBurstOne}, real[2:]...)...),
 		},
 		{

@@ -1,6 +1,10 @@
 package throttle
 
-import "github.com/egress-go/egress/internal/tolerance"
+import (
+	"time"
+
+	"github.com/egress-go/egress/internal/tolerance"
+)
 
 // gcra is the Generic Cell Rate Algorithm shared by TokenBucket and
 // LeakyBucket: one timestamp per key, the theoretical arrival time (tat)
@@ -8,15 +12,36 @@ import "github.com/egress-go/egress/internal/tolerance"
 // budget is full whenever tat is not after now. redislimit's scripts do
 // the same arithmetic.
 type gcra struct {
-	interval int64 // nanoseconds per unit, before any headroom
-	burst    int64 // units that may go at once, before any headroom
-	hr       *tolerance.Headroom
+	interval int64               // nanoseconds per unit, before any headroom
+	burst    int64               // units that may go at once, before any headroom
+	reserve  int64               // the headroom kept when the burst can spare it (ns)
+	hr       *tolerance.Headroom // the headroom when it cannot (see WithTolerance)
 }
 
 // params returns the interval and the span of the burst (burst times
 // interval, less the headroom in use: see [tolerance.Span]).
 func (g *gcra) params() (interval, span int64) {
-	return tolerance.Span(g.interval, int(g.burst), g.hr.Get())
+	h := g.reserve
+	if g.hr != nil {
+		h = g.hr.Get()
+	}
+	return tolerance.Span(g.interval, int(g.burst), h)
+}
+
+// newGCRA returns the GCRA of a bucket of burst units at interval with a
+// tolerance of d: taken out of the burst's span when the burst can spare
+// it, so that it is paid once, or kept by a headroom that follows the
+// path otherwise (see [WithTolerance]).
+func newGCRA(interval time.Duration, burst int, d time.Duration) *gcra {
+	g := &gcra{interval: int64(interval), burst: int64(burst)}
+	switch {
+	case d <= 0:
+	case tolerance.Spares(interval, burst, d):
+		g.reserve = int64(d)
+	default:
+		g.hr = tolerance.NewHeadroom(d)
+	}
+	return g
 }
 
 type gcraState struct {

@@ -83,8 +83,8 @@ func TestTokenBucketHeadroomFollowsAnswers(t *testing.T) {
 	}
 }
 
-// A bucket whose burst can spare the tolerance keeps whole units of it
-// in reserve, whatever the answers say: it pays the tolerance once, not
+// A bucket whose burst can spare the tolerance keeps it out of the
+// burst's span, whatever the answers say: it pays the tolerance once, not
 // on every interval, so following the path would gain little and risk a
 // refusal.
 func TestTokenBucketToleranceSparedStays(t *testing.T) {
@@ -101,7 +101,7 @@ func TestTokenBucketToleranceSparedStays(t *testing.T) {
 		require.NoError(t, err)
 		last = r.Delay
 	}
-	assert.Equal(t, 20*time.Millisecond, last, "the fifth unit waits a whole interval: one unit stays in reserve")
+	assert.Equal(t, throttle.DefaultTolerance, last, "the fifth unit waits the tolerance: it stays in reserve")
 }
 
 // Answers without a latency or lateness, failed attempts and throttled

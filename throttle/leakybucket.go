@@ -48,18 +48,12 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 	if _, err := span("capacity", capacity, r.interval()); err != nil {
 		return nil, err // before capacity+1, which overflows at math.MaxInt
 	}
-	interval, keep := tolerance.Bucket(r.interval(), capacity+1, c.tolerance)
+	interval, _ := tolerance.Bucket(r.interval(), capacity+1, c.tolerance)
 	if _, err := span("capacity", capacity+1, interval); err != nil {
 		return nil, err
 	}
-	burst := capacity + 1 - keep
-	alg := &gcra{interval: int64(r.interval()), burst: int64(burst)}
-	if interval > r.interval() {
-		// The capacity cannot spare the tolerance, so every interval
-		// pays it: the headroom follows the path (see WithTolerance).
-		alg.hr = tolerance.NewHeadroom(c.tolerance)
-	}
-	return &LeakyBucket{e: newEngine(alg, burst, c), rate: r, capacity: capacity}, nil
+	alg := newGCRA(r.interval(), capacity+1, c.tolerance)
+	return &LeakyBucket{e: newEngine(alg, capacity+1, c), rate: r, capacity: capacity}, nil
 }
 
 // Follows reports whether the bucket's headroom follows the upstream's

@@ -124,8 +124,9 @@ func TestLeakyBucketTolerance(t *testing.T) {
 		giveCapacity int
 		wantDelays   []time.Duration
 	}{
-		// ceil(10ms × 50/s) = 1 unit of the capacity is kept in reserve.
-		{name: "capacity spares it", giveCapacity: 3, wantDelays: []time.Duration{0, 0, 0, 20 * time.Millisecond}},
+		// 10ms of the capacity's span is kept in reserve: the fourth unit
+		// waits 10ms, not a whole interval.
+		{name: "capacity spares it", giveCapacity: 3, wantDelays: []time.Duration{0, 0, 0, 10 * time.Millisecond}},
 		// Capacity 0 cannot spare a unit: the interval grows by 10ms.
 		{name: "capacity cannot", giveCapacity: 0, wantDelays: []time.Duration{0, 30 * time.Millisecond, 60 * time.Millisecond, 90 * time.Millisecond}},
 	}

@@ -96,9 +96,10 @@ func WithWindowOffset(d time.Duration) Option {
 // by up to d on its way (see [DefaultTolerance]). Without it limiters are
 // literal: a burst of 5 admits 5 at once.
 //
-// A token bucket keeps ceil(d×rate) units of its burst in reserve, so its
-// sustained rate is untouched and the tolerance is paid once. A burst too
-// small for that (a burst of 1) pays it on every interval instead: the
+// A token bucket keeps d out of its burst's span: the last unit of a full
+// burst waits d, so its sustained rate is untouched and the tolerance is
+// paid once. A burst too small for that (d longer than all of the burst
+// but one unit: a burst of 1) pays it on every interval instead: the
 // interval grows by up to d. There the tolerance is the most headroom the
 // bucket keeps, and it follows what the upstream shows when the bucket is
 // given to a Transport (it implements [Learner]): it starts at d, falls
@@ -111,7 +112,8 @@ func WithWindowOffset(d time.Duration) Option {
 //
 // The sliding windows treat their window as d longer. A fixed window
 // counts a unit booked in the last d of a window against the next window
-// too (it still books there). The redislimit buckets keep d.
+// too (it still books there). The redislimit buckets keep d, as whole
+// units of the burst (see redislimit.WithTolerance).
 func WithTolerance(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.tolerance = d })
 }

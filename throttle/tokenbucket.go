@@ -46,17 +46,12 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("throttle: burst must be at least 1, got %d", burst)
 	}
-	interval, keep := tolerance.Bucket(r.interval(), burst, c.tolerance)
+	interval, _ := tolerance.Bucket(r.interval(), burst, c.tolerance)
 	if _, err := span("burst", burst, interval); err != nil {
 		return nil, err
 	}
-	alg := &gcra{interval: int64(r.interval()), burst: int64(burst - keep)}
-	if interval > r.interval() {
-		// The burst cannot spare the tolerance, so every interval pays
-		// it: the headroom follows the path (see WithTolerance).
-		alg.hr = tolerance.NewHeadroom(c.tolerance)
-	}
-	return &TokenBucket{e: newEngine(alg, burst-keep, c), rate: r, burst: burst}, nil
+	alg := newGCRA(r.interval(), burst, c.tolerance)
+	return &TokenBucket{e: newEngine(alg, burst, c), rate: r, burst: burst}, nil
 }
 
 // Follows reports whether the bucket's headroom follows the upstream's

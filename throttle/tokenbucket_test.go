@@ -156,8 +156,12 @@ func TestTokenBucketTolerance(t *testing.T) {
 		wantAtOnce    int
 		wantNextDelay time.Duration
 	}{
-		// 10ms at 50/s is half an interval: one unit stays in reserve.
-		{name: "burst keeps a unit in reserve", giveRate: throttle.PerSecond(50), giveBurst: 5, wantAtOnce: 4, wantNextDelay: 20 * time.Millisecond},
+		// 10ms at 50/s is half an interval, kept out of the burst: the
+		// fifth unit waits 10ms, not a whole interval.
+		{name: "burst keeps the tolerance in reserve", giveRate: throttle.PerSecond(50), giveBurst: 5, wantAtOnce: 4, wantNextDelay: 10 * time.Millisecond},
+		// At 1/s a whole unit in reserve would hold the tenth unit of a
+		// full burst for a second.
+		{name: "a slow bucket's last unit waits the tolerance", giveRate: throttle.PerSecond(1), giveBurst: 10, wantAtOnce: 9, wantNextDelay: 10 * time.Millisecond},
 		// 10ms at 500/s is five intervals.
 		{name: "burst keeps five units in reserve", giveRate: throttle.PerSecond(500), giveBurst: 8, wantAtOnce: 3, wantNextDelay: 2 * time.Millisecond},
 		{name: "burst of one lengthens the interval", giveRate: throttle.PerSecond(50), giveBurst: 1, wantAtOnce: 1, wantNextDelay: 30 * time.Millisecond},

@@ -163,8 +163,9 @@ func WithFailurePolicy(p FailurePolicy) Option {
 
 // WithTolerance keeps headroom against network and scheduling jitter, as
 // [throttle.WithTolerance] does in process:
-//   - a token bucket keeps ceil(d×rate) units of its burst in reserve,
-//     or lengthens its interval by d when the burst cannot spare them;
+//   - a token bucket keeps ceil(d×rate) whole units of its burst in
+//     reserve (in process, d itself out of the burst's span), or
+//     lengthens its interval by d when the burst cannot spare them;
 //   - a leaky bucket does the same with its capacity;
 //   - sliding windows treat their window as d longer;
 //   - a fixed window still books in the last d of each window, but a
