@@ -33,8 +33,8 @@ import (
 // read anchors the bucket's level at what it states (the level is at
 // least R) as its request was sent, less the units in flight (see
 // statedKey.unseen); units are
-// booked at the rate from there, keeping [refillReserve] units of the
-// bucket in reserve, and each booking is checked again when its slot
+// booked at the rate from there, keeping [refillReserve] of the
+// bucket's span in reserve, and each booking is checked again when its slot
 // comes ([statedBooking.Until]), for the units booked before the rate was
 // known or sent without a booking here. A rate measured low costs wall
 // time in proportion while the callers keep bookings queued ahead.
@@ -52,10 +52,11 @@ const (
 	// refillMinUnits is the refill measured below which the rate is not
 	// known: the rounding of remaining is worth up to a unit.
 	refillMinUnits = 4
-	// refillReserve is how many units of the bucket the record keeps in
-	// reserve against a rate measured a little high and the jitter on
-	// the way.
-	refillReserve = 1
+	// refillReserve is how much of the bucket's span the record keeps in
+	// reserve against the jitter on the way (the measured rate is a
+	// lower bound): DefaultTolerance, or one unit's refill when that is
+	// shorter.
+	refillReserve = int64(DefaultTolerance)
 )
 
 // refillMeter measures the refill of a quota that states a bucket's size
@@ -231,7 +232,8 @@ func (m *refillMeter) admits(k *statedKey, b *statedBooking, unit string, due in
 // earliest returns the first slot at or after from at which the bucket,
 // refilling at rate, admits n units and keeps refillReserve.
 func (m *refillMeter) earliest(from int64, n, limit int, rate float64) int64 {
-	return max(from, m.tat-refillCost(limit-n-refillReserve, rate))
+	reserve := min(refillReserve, refillCost(1, rate))
+	return max(from, m.tat-refillCost(limit-n, rate)+reserve)
 }
 
 // book takes n units at slot.

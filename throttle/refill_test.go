@@ -157,3 +157,17 @@ func TestUpstreamPacesAMeasuredBucket(t *testing.T) {
 		})
 	}
 }
+
+// The record keeps a tolerance of a measured bucket's span in reserve,
+// not a whole unit: against a GCRA of 48/s with a burst of 9, configured
+// at its rate, the reserve is paid once (10 ms), where a unit in reserve
+// cost a whole interval more (12.367 s, against 12.339 s now).
+func TestUpstreamMeasuredBucketReservesTheTolerance(t *testing.T) {
+	g := &gcraUpstream{interval: time.Second / 48, burst: 9}
+	const n = 600
+	run := runGCRA(t, g, throttle.PerSecond(48), n, 32, 500*time.Microsecond, time.Second)
+	least := time.Duration(n-g.burst) * g.interval
+	t.Logf("wall %v (%v past the least), %d throttled", run.wall, run.wall-least, run.throttled)
+	assert.Zero(t, run.throttled)
+	assert.Less(t, run.wall, least+g.interval+throttle.DefaultTolerance)
+}
