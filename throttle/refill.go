@@ -52,6 +52,12 @@ const (
 	// refillMinUnits is the refill measured below which the rate is not
 	// known: the rounding of remaining is worth up to a unit.
 	refillMinUnits = 4
+	// refillPrecision is how many times the doubt of a unit for each
+	// stretch the refill measured must be, for the rate to be known: a
+	// first measure over a few units came out well below the rate, and
+	// the bookings already queued at the configured pace, replayed at
+	// it, held the next ones back (TestUpstreamMeasuredBucketFirstEstimate).
+	refillPrecision = 10
 	// refillReserve is how much of the bucket's span the record keeps in
 	// reserve against the jitter on the way (the measured rate is a
 	// lower bound): DefaultTolerance, or one unit's refill when that is
@@ -144,19 +150,21 @@ func (m *refillMeter) prune() {
 // it is not known: a lower bound. Each reading's level lies in [R, R+1),
 // so a stretch's refill is at least what its fill grew less a unit, or
 // less nothing when it starts at a bucket just full, admitting a unit,
-// whose level is L − 1 exactly.
+// whose level is L − 1 exactly. It is known once that doubt is at most a
+// [refillPrecision]th of it.
 func (m *refillMeter) rate() float64 {
-	var units, span float64
+	var units, span, doubt float64
 	for _, s := range m.spans {
 		if s.to > s.from {
 			units += float64(s.fill1 - s.fill0)
 			if !s.exact {
 				units--
+				doubt++
 			}
 			span += float64(s.to - s.from)
 		}
 	}
-	if span < float64(refillMinSpan) || units < refillMinUnits {
+	if span < float64(refillMinSpan) || units < refillMinUnits || units < refillPrecision*doubt {
 		return 0
 	}
 	return units / span

@@ -80,7 +80,7 @@ func TestUpstreamStatementSeesNothingInFlight(t *testing.T) {
 // time, against 1.10×.
 func TestUpstreamPacesAMeasuredBucketFarAway(t *testing.T) {
 	g := &gcraUpstream{interval: time.Second / 48, burst: 9}
-	run := runGCRA(t, g, throttle.PerSecond(60), 600, 32, 100*time.Millisecond, time.Second)
+	run := runGCRA(t, g, throttle.PerSecond(60), 600, 32, fixed(100*time.Millisecond), time.Second)
 	least := time.Duration(600-9) * g.interval
 	t.Logf("wall %v (%.3f× the least), %d throttled, %d after the first second", run.wall, run.wall.Seconds()/least.Seconds(), run.throttled, run.late)
 	assert.Equal(t, 0, run.late, "throttled after the first second")
