@@ -1,10 +1,11 @@
 -- adaptive.lua: the learned rate of a key shared through Redis, as
 -- throttle/adaptive.go learns it in process, with the same constants and
--- names (rate, est, best, stated, first, probe, updated, seen, paused,
--- tat, cutTat, buckets; cut, climb, relay, admitted, sent). It follows
--- now.lua and runs on its own (adaptive.go), not in the budget script.
+-- names (rate, est, best, calm, stated, first, probe, updated, seen,
+-- paused, tat, cutTat, buckets; cut, climb, relay, admitted, sent). It
+-- follows now.lua and runs on its own (adaptive.go), not in the budget
+-- script.
 --
--- KEYS[1] is the key's state, prefix{key}:adaptive2:<ceiling> (the 2 is the
+-- KEYS[1] is the key's state, prefix{key}:adaptive3:<ceiling> (the 3 is the
 -- layout of fields below: a new layout takes a new number).
 -- ARGV: op ('reserve', 'cancel' or 'pause'), the frozen time (now.lua),
 -- the ceiling and the floor (units per second), the max hold (µs), the
@@ -27,7 +28,7 @@
 -- booking's slot through the changes after the gen it was booked at, so
 -- that its sleepers follow the cuts and pauses any process made. Read the
 -- fields with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 21), redis.call('GET', KEYS[1]))}" 1 <key>
+--   EVAL "return {struct.unpack(string.rep('d', 22), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -45,6 +46,7 @@ local adaptiveCalm = 5000000
 local adaptiveNudge = 0.98
 local adaptiveLead = 1.2
 local adaptivePaced = 1.2
+local adaptiveCalmShare = 0.05
 local adaptiveNoiseWindow = adaptiveBuckets * adaptiveBucket
 local adaptiveNoiseLeast = 3
 local adaptiveNoiseRun = 2 * (1 - adaptiveNudge)
@@ -65,7 +67,7 @@ local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
   'tat', 'cutTat', 'seq', 'gen', 'last', 'born',
-  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr'}
+  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr', 'calm'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -305,13 +307,15 @@ local function cut(t)
     -- a nudge (see throttle/adaptive.go).
     -- Only where the rate was the pace: callers that send less than it
     -- (few, with long round trips) measure what they sent, not the rate.
+    -- Units booked a second ahead and more: the callers wait on the
+    -- rate, and it is the pace.
     local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
-      and k.rate <= adaptivePaced * sent(t, adaptiveMinSpan)
-    -- fell: a run of throttled answers at a settled rate (see
-    -- throttle/adaptive.go): bisect what the last second admitted and
-    -- the rate, by at most beta a cut.
+      and (k.rate <= adaptivePaced * sent(t, adaptiveMinSpan) or k.tat - t >= adaptiveMinSpan)
+    -- fell: a run of throttled answers at a settled rate the upstream
+    -- was seen to admit (calm; see throttle/adaptive.go): bisect what
+    -- the last second admitted and the rate, by at most beta a cut.
     local fell = false
-    if settled and t - k.first >= adaptiveBuckets * adaptiveBucket then
+    if settled and t - k.first >= adaptiveBuckets * adaptiveBucket and k.rate <= k.calm then
       local last, thr = admitted(t, adaptiveMinSpan)
       if thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
         settled, fell = false, true
@@ -320,6 +324,7 @@ local function cut(t)
     end
     if fell then
       k.rate = math.min(k.rate, math.max(target, k.rate * adaptiveBeta))
+      k.calm = k.rate
     elseif k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
     elseif settled and noisy(t, from) then
@@ -374,6 +379,11 @@ local function climb(t)
   if k.est == 0 or rate < target / 2 then lead = 2 end
   local used = admitted(t, 1000000)
   if used > 0 and rate > k.rate then rate = math.max(k.rate, math.min(rate, lead * used)) end
+  -- calm: a second of answers, few throttled, at what was sent (see
+  -- throttle/adaptive.go).
+  if t - k.first >= adaptiveMinSpan and share(tally(t, adaptiveMinSpan)) < adaptiveCalmShare then
+    k.calm = math.max(k.calm, math.min(k.rate, sent(t, adaptiveMinSpan)))
+  end
   k.rate = clamp(rate)
 end
 
