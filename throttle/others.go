@@ -157,6 +157,12 @@ func (k *statedKey) repace(q *statedQuota, now int64) {
 			next = max(next, start) // paced after a reset that may have no room at it (paceStart)
 		}
 		if at > now && next > at {
+			if at < q.reset && next >= q.reset {
+				// Past the reset now: no longer taken from what is left
+				// before it, which counted it (shed reads it next).
+				q.left += f.of(q.unit)
+				f.b.parts[j].before = false
+			}
 			f.b.slot += next - at
 			at = next
 		}
@@ -176,12 +182,26 @@ func (k *statedKey) repace(q *statedQuota, now int64) {
 // another client at 20%) the record counted 6 too many while the window
 // still had half a second to run, and the last 2-3 met 429s. The moved
 // bookings take nothing back from what is left if cancelled.
+//
+// A first window (no window learned yet) not yet told fixed or sliding
+// sheds too, after repace: in 5e's first window the configured limiter booked its callers 21 ms
+// apart against what the burst's answers left, another client spent 2
+// of it meanwhile, and the last 2-3 met 429s in most passes (a sliding
+// counter's first window may give some back later; its moved units cost
+// a spacing each). Only what the requests in flight unbooked cannot
+// explain is shed (pend, which the statement may have counted: hold.go):
+// right after the first burst what is left dips below zero for an
+// answer's latency, and shed then, units the window has room for would
+// go past its end. Later windows not yet told shed nothing: shedding
+// them made 2 refusals where 1 is allowed in 3 of 8 runs of
+// TestAcceptanceDialectsShapeThePace's on-demand windows with uneven
+// latency (cause not traced).
 func (k *statedKey) shed(q *statedQuota, now int64) {
 	sp := q.spacing()
-	if sp <= 0 || q.left >= 0 {
+	if sp <= 0 || q.left+q.pend >= 0 {
 		return
 	}
-	for i := len(k.flight) - 1; i >= 0 && q.left < 0; i-- {
+	for i := len(k.flight) - 1; i >= 0 && q.left+q.pend < 0; i-- {
 		f := &k.flight[i]
 		j := f.b.part(q.name)
 		at := k.due(f)

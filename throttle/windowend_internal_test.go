@@ -123,3 +123,87 @@ func tenPerSecond(now, resetAt time.Time, remaining int) Statement {
 	return Statement{Name: "requests", Unit: UnitRequests, Limit: 10, Remaining: remaining,
 		Reset: resetAt.Sub(now), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
 }
+
+// A first window, before a boundary has told it fixed or sliding, sheds
+// its latest bookings still ahead past the latest end too, once what is
+// left cannot cover them: a statement that arrives with none of this
+// client's requests in flight unbooked, and that only units booked for
+// later slots (not yet sent, so not counted) exceed, says they would
+// meet refusals at the window's end. On 5e (go-limiter, another client
+// at 20%) the first window's last 2-3 units did, in most passes.
+func TestUpstreamShedsAnOverbookedFirstWindow(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	answer := func(at time.Duration, remaining int) {
+		t.Helper()
+		now = base.Add(at)
+		s := tenPerSecond(now, base.Add(time.Second), remaining) // ends after 1 s, at or before 2 s
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
+	}
+	answer(1100*time.Millisecond, 5)
+	var rs []*Reservation
+	for i := range 5 { // 5 left: all before the latest end
+		r, err := u.ReserveAfter(context.Background(), "k", 1, time.Duration(i+1)*50*time.Millisecond, -1)
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	answer(1150*time.Millisecond, 2) // another client spent 3: none of the 5 booked here was sent yet
+	var got []time.Duration
+	for _, r := range rs {
+		got = append(got, r.booking.Until())
+	}
+	step := 250 * time.Millisecond // 10 a window less others' 5 (of the 10 spent, 1 ours) less a unit of headroom
+	// Laid out again at that pace (repace): 1.15, 1.4, 1.65, 1.9 and
+	// 2.15 s; the last is past the latest end, and 2 of the 4 before it
+	// fit: the latest 2 go after it.
+	assert.Equal(t, []time.Duration{0, step, time.Second + 2*step, time.Second + step, time.Second}, got,
+		"the 2 left stay; the other 3 go past the latest end (2 s), at the pace after it")
+}
+
+// A window told fixed never grows: of two answers in one window, the
+// lower remaining wins even when the higher one's request seems sent
+// after the lower one arrived (its Learn ran late, on a busy machine),
+// and the quota stays fixed, not sliding.
+func TestUpstreamFixedWindowLowerRemainingWins(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	answer := func(at, sent time.Duration, stamp, remaining int) {
+		t.Helper()
+		now = base.Add(at)
+		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: at - sent, Statements: []Statement{s}}))
+	}
+	answer(100*time.Millisecond, 90*time.Millisecond, 1, 1)
+	answer(1295*time.Millisecond, 1290*time.Millisecond, 1, 0) // the window ends after 1.29 s
+	answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9) // at or before 1.305 s; it came back: fixed
+	answer(1500*time.Millisecond, 1499*time.Millisecond, 2, 3)
+	answer(1503*time.Millisecond, 1502*time.Millisecond, 2, 6) // handled before the one above, learned 3 ms late
+	q := u.keys["k"].quotas[0]
+	assert.True(t, q.fixed)
+	assert.False(t, q.sliding, "a fixed window's remaining never grows")
+	assert.Equal(t, 3, q.raw, "the lower remaining wins")
+}
+
+// A window half used that comes back to its limit less the answer's own
+// unit did come back: it is not told sliding, though it came back by
+// less than half the limit (5 left of 10, then 9).
+func TestUpstreamHalfUsedWindowThatComesBackIsNotSliding(t *testing.T) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	answer := func(at time.Duration, stamp, remaining int) {
+		t.Helper()
+		now = base.Add(at)
+		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
+	}
+	answer(100*time.Millisecond, 1, 9)
+	answer(1295*time.Millisecond, 1, 5)
+	answer(1305*time.Millisecond, 2, 9) // the next window, 4 up: all a fixed window can show
+	assert.False(t, u.keys["k"].quotas[0].sliding)
+}
