@@ -23,16 +23,7 @@ func TestUpstreamTellsAFixedWindowOnlyAcrossAShortSilence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-			now := base
-			u, err := NewUpstream(WithClock(func() time.Time { return now }))
-			require.NoError(t, err)
-			answer := func(at time.Duration, stamp, remaining int) {
-				t.Helper()
-				now = base.Add(at)
-				s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
-				require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
-			}
+			u, answer := tenPerSecondRecord(t)
 			answer(100*time.Millisecond, 1, 1)
 			answer(tt.giveLast, 1, 0)
 			answer(1305*time.Millisecond, 2, 9) // it came back
@@ -192,18 +183,26 @@ func TestUpstreamFixedWindowLowerRemainingWins(t *testing.T) {
 // unit did come back: it is not told sliding, though it came back by
 // less than half the limit (5 left of 10, then 9).
 func TestUpstreamHalfUsedWindowThatComesBackIsNotSliding(t *testing.T) {
+	u, answer := tenPerSecondRecord(t)
+	answer(100*time.Millisecond, 1, 9)
+	answer(1295*time.Millisecond, 1, 5)
+	answer(1305*time.Millisecond, 2, 9) // the next window, 4 up: all a fixed window can show
+	assert.False(t, u.keys["k"].quotas[0].sliding)
+}
+
+// tenPerSecondRecord returns a record on a clock of its own, and a func
+// that has it learn, at at past the clock's start, an answer of
+// tenPerSecond with remaining left in the window stated to end stamp
+// seconds past the start, 5 ms after its request was sent.
+func tenPerSecondRecord(t *testing.T) (*Upstream, func(at time.Duration, stamp, remaining int)) {
 	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	now := base
 	u, err := NewUpstream(WithClock(func() time.Time { return now }))
 	require.NoError(t, err)
-	answer := func(at time.Duration, stamp, remaining int) {
+	return u, func(at time.Duration, stamp, remaining int) {
 		t.Helper()
 		now = base.Add(at)
 		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
 		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
 	}
-	answer(100*time.Millisecond, 1, 9)
-	answer(1295*time.Millisecond, 1, 5)
-	answer(1305*time.Millisecond, 2, 9) // the next window, 4 up: all a fixed window can show
-	assert.False(t, u.keys["k"].quotas[0].sliding)
 }
