@@ -21,11 +21,7 @@ type gcra struct {
 // params returns the interval and the span of the burst (burst times
 // interval, less the headroom in use: see [tolerance.Span]).
 func (g *gcra) params() (interval, span int64) {
-	h := g.reserve
-	if g.hr != nil {
-		h = g.hr.Get()
-	}
-	return tolerance.Span(g.interval, int(g.burst), h)
+	return tolerance.Span(g.interval, int(g.burst), g.reserve+g.hr.Get()) // one of them is 0
 }
 
 // newGCRA returns the GCRA of a bucket of burst units at interval with a
