@@ -38,7 +38,7 @@ func Example() {
 	// 200 RateLimit: "bucket";r=1;t=1 Retry-After: ""
 	// 200 RateLimit: "bucket";r=0;t=2 Retry-After: ""
 	// 429 RateLimit: "bucket";r=0;t=2 Retry-After: "1"
-	// RateLimit-Policy: "bucket";q=3;w=2
+	// RateLimit-Policy: "bucket";q=4;w=2
 }
 
 // Plan tiers keyed by API key: the pick func sees the key hashed, so the

@@ -296,7 +296,7 @@ func (m *Middleware) writeHeaders(ctx context.Context, h http.Header, key string
 	ends := [4]int{len(b)}
 	if m.xStyle != 0 {
 		s := ss[binding(ss)]
-		b = strconv.AppendInt(b, int64(p.limits[binding(ss)].quota), 10)
+		b = strconv.AppendInt(b, int64(p.limits[binding(ss)].size), 10)
 		ends[1] = len(b)
 		b = strconv.AppendInt(b, int64(s.remaining), 10)
 		ends[2] = len(b)

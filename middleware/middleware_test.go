@@ -76,8 +76,8 @@ func TestHeadersReadByEgress(t *testing.T) {
 			name:      "sliding window counter",
 			give:      func() throttle.Limiter { return must(throttle.NewSlidingWindowCounter(10, time.Minute)) },
 			giveSends: 4,
-			wantField: `"sliding";r=6;t=120`,
-			want:      []retryafter.Quota{quota("sliding", 10, 6, 2*time.Minute, 2*time.Minute)},
+			wantField: `"sliding";r=6;t=60`, // to the end of its window
+			want:      []retryafter.Quota{quota("sliding", 10, 6, time.Minute, time.Minute)},
 		},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"time"
@@ -36,6 +37,7 @@ type limit struct {
 	name   string
 	kind   kind
 	quota  int           // q
+	size   int           // units it holds when full: a bucket's burst, a window's limit
 	window int64         // w, in whole seconds, rounded up
 	step   time.Duration // kindBucket: the interval per unit; windows: the window
 	part   throttle.Limiter
@@ -93,7 +95,7 @@ func Describe(ls ...throttle.Limiter) *Policies {
 			lim.name += "-" + strconv.Itoa(n)
 		}
 		p.limits = append(p.limits, lim)
-		p.clocked = p.clocked || lim.kind == kindFixed
+		p.clocked = p.clocked || lim.kind == kindFixed || lim.kind == kindCounter
 		it := httpsfv.NewItem(lim.name)
 		it.Params.Add("q", int64(lim.quota))
 		it.Params.Add("w", lim.window)
@@ -130,9 +132,11 @@ func describe(l throttle.Limiter) (limit, bool) {
 		if step*time.Duration(r.N) < r.Per {
 			step++ // the interval rounds up, as the limiters' own
 		}
-		return limit{name: "bucket", kind: kindBucket, quota: b, window: ceilSeconds(step * time.Duration(b)), step: step, part: l}, true
+		w := ceilSeconds(step * time.Duration(b))
+		q := int(min(time.Duration(w)*time.Second/step, math.MaxInt32))
+		return limit{name: "bucket", kind: kindBucket, quota: q, size: b, window: w, step: step, part: l}, true
 	case window:
-		lim := limit{quota: v.Limit(), step: v.Window(), window: ceilSeconds(v.Window()), part: l}
+		lim := limit{quota: v.Limit(), size: v.Limit(), step: v.Window(), window: ceilSeconds(v.Window()), part: l}
 		typ := reflect.TypeOf(l)
 		if typ.Kind() == reflect.Pointer {
 			typ = typ.Elem()
@@ -144,7 +148,6 @@ func describe(l throttle.Limiter) (limit, bool) {
 			lim.name, lim.kind = "sliding", kindLog
 		case "SlidingWindowCounter":
 			lim.name, lim.kind = "sliding", kindCounter
-			lim.window = ceilSeconds(2 * v.Window())
 		default:
 			return limit{}, false
 		}
@@ -161,24 +164,73 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// reset returns how long from now until l is full again, when remaining
-// units of it are left at now.
-func (l *limit) reset(remaining int, now time.Time) time.Duration {
+// returner is a sliding log that tells when its oldest unit leaves:
+// throttle's ([throttle.SlidingWindow.Returns]).
+type returner interface {
+	Returns(ctx context.Context, key string) (time.Duration, error)
+}
+
+// reset returns the t stated for l when remaining units of it are left
+// at now (see Describe for what it means for each kind). A client that
+// sends remaining units more before it is never refused, and one that
+// waits for it with none left is admitted.
+func (l *limit) reset(ctx context.Context, key string, remaining int, now time.Time) time.Duration {
 	switch l.kind {
 	case kindBucket:
-		return time.Duration(max(l.quota-remaining, 0)) * l.step
+		return time.Duration(max(l.size-remaining, 0)) * l.step
 	case kindFixed:
-		w := int64(l.step)
-		into := now.UnixNano() % w
-		if into < 0 {
-			into += w
-		}
-		return time.Duration(w - into)
+		return l.windowEnd(now)
 	case kindLog:
+		// Full again a window after its latest unit, which is now, was
+		// true; but a client that runs out books its next units at t,
+		// and waited a window for units that came back long before (the
+		// README recipe against a log of 100 per 5 s: 2.0× the minimum).
+		// So t is when its oldest unit leaves: "until additional quota
+		// is made available", as the IETF draft has it since -10.
+		if rt, ok := l.part.(returner); ok {
+			if d, err := rt.Returns(ctx, key); err == nil {
+				return d
+			}
+		}
 		return l.step
 	default:
-		return 2 * l.step
+		// t is when the window of the counter's grid ends, as
+		// httprate states it. It was two windows, when the counter is
+		// surely empty, and a client that ran out waited that long (the
+		// README recipe, a counter of 100 per 5 s: 2.1–2.6× the
+		// minimum). With nothing left, a window spent in full still
+		// weighs on the next one at its start: then t is the first end
+		// of a window at which a unit has come back, so that a client
+		// that waits for it is admitted. An end off the grid read as a
+		// window that moved, and met 429s (x epoch, 32 goroutines).
+		end := l.windowEnd(now)
+		if remaining > 0 {
+			return end
+		}
+		in, ok := l.part.(throttle.Inspector)
+		if !ok {
+			return end + l.step // two boundaries on, the counter is empty
+		}
+		ks, err := in.Inspect(ctx, key)
+		if err != nil {
+			return end + l.step
+		}
+		if ks.Next > end {
+			end += (ks.Next - end + l.step - 1) / l.step * l.step
+		}
+		return end
 	}
+}
+
+// windowEnd returns how long from now until the window of l's grid,
+// aligned to the Unix epoch, ends.
+func (l *limit) windowEnd(now time.Time) time.Duration {
+	w := int64(l.step)
+	into := now.UnixNano() % w
+	if into < 0 {
+		into += w
+	}
+	return time.Duration(w - into)
 }
 
 // state is what the headers say about one limit on one response.
@@ -203,11 +255,11 @@ func (p *Policies) states(ctx context.Context, key string, remaining int, now ti
 		if remaining == 0 && len(p.limits) > 1 {
 			if in, ok := l.part.(throttle.Inspector); ok {
 				if ks, err := in.Inspect(ctx, key); err == nil {
-					r = max(min(ks.Remaining, l.quota), 0)
+					r = max(min(ks.Remaining, l.size), 0)
 				}
 			}
 		}
-		dst = append(dst, state{remaining: r, reset: l.reset(r, now)})
+		dst = append(dst, state{remaining: r, reset: l.reset(ctx, key, r, now)})
 	}
 	return dst
 }

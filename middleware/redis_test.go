@@ -67,7 +67,7 @@ func TestDescribeRedis(t *testing.T) {
 		{name: "token bucket", give: func() (throttle.Limiter, error) { return redislimit.NewTokenBucket(rdb, throttle.PerSecond(50), 50) }, want: `"bucket";q=50;w=1`},
 		{name: "fixed window", give: func() (throttle.Limiter, error) { return redislimit.NewFixedWindow(rdb, 100, 24*time.Hour) }, want: `"fixed";q=100;w=86400`},
 		{name: "sliding window", give: func() (throttle.Limiter, error) { return redislimit.NewSlidingWindow(rdb, 10, time.Minute) }, want: `"sliding";q=10;w=60`},
-		{name: "sliding window counter", give: func() (throttle.Limiter, error) { return redislimit.NewSlidingWindowCounter(rdb, 10, time.Minute) }, want: `"sliding";q=10;w=120`},
+		{name: "sliding window counter", give: func() (throttle.Limiter, error) { return redislimit.NewSlidingWindowCounter(rdb, 10, time.Minute) }, want: `"sliding";q=10;w=60`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
