@@ -101,17 +101,11 @@ func (t *Transport) follow() {
 	configured := t.limiter
 	t.configured = configured
 	t.learner, _ = configured.(throttle.Learner)
-	switch b := configured.(type) {
-	case *throttle.TokenBucket:
+	switch configured.(type) {
+	case *throttle.TokenBucket, *throttle.LeakyBucket:
+		// Each learns its key's rate from refusals (throttle/learnrate.go),
+		// and its headroom when it follows the path.
 		t.inMemory = true
-		if !b.Follows() {
-			t.learner = nil // no headroom to follow
-		}
-	case *throttle.LeakyBucket:
-		t.inMemory = true
-		if !b.Follows() {
-			t.learner = nil
-		}
 	}
 	_, t.spends = configured.(*throttle.Adaptive)
 	if s, ok := configured.(interface{ Stated() bool }); ok && s.Stated() {

@@ -116,4 +116,19 @@
 // further, into a later window, when a pause would carry too many across
 // a reset (see [FixedWindow]). redislimit keeps the same fields under the
 // same names in its scripts.
+//
+// # Learned rates
+//
+// A [TokenBucket] or [LeakyBucket] told of refusals ([Learner]: an
+// egress Transport tells it of every answer) takes them as a sign that
+// its rate is too high for the upstream, per key (learnrate.go): over a
+// run of answers to units sent at the key's rate, an upstream bucket of
+// at most the configured burst B that admitted n units in T and refused
+// the next has a rate below (n+1−B)/T. The key's interval grows to at
+// least that bound's, by at most 30% a refusal, for a minute after the
+// refusal that set it. A run whose sends fell behind the
+// rate starts again, and its lag is taken off T: a lone refusal of units
+// sent at the rate (jitter) says nothing. A burst configured larger than
+// the upstream's makes the bound too strict, and the key stays under the
+// upstream's rate. The redislimit buckets do not learn rates.
 package throttle

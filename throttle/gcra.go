@@ -18,10 +18,11 @@ type gcra struct {
 	hr       *tolerance.Headroom // the headroom when it cannot (see WithTolerance)
 }
 
-// params returns the interval and the span of the burst (burst times
+// params returns the key's interval (the bucket's, or the longer one the
+// key learned: learnrate.go) and the span of the burst (burst times
 // interval, less the headroom in use: see [tolerance.Span]).
-func (g *gcra) params() (interval, span int64) {
-	return tolerance.Span(g.interval, int(g.burst), g.reserve+g.hr.Get()) // one of them is 0
+func (g *gcra) params(s *gcraState) (interval, span int64) {
+	return tolerance.Span(max(g.interval, s.rate.interval), int(g.burst), g.reserve+g.hr.Get()) // one of them is 0
 }
 
 // newGCRA returns the GCRA of a bucket of burst units at interval with a
@@ -42,8 +43,9 @@ func newGCRA(interval time.Duration, burst int, d time.Duration) *gcra {
 
 type gcraState struct {
 	tat   int64
-	floor int64 // set by raise: give never takes tat below it
-	adj   int64 // the net change settles made to tat; undo is kept net of it
+	rate  learnedRate // what the upstream's refusals showed of its rate
+	floor int64       // set by raise: give never takes tat below it
+	adj   int64       // the net change settles made to tat; undo is kept net of it
 
 	// What a settle may give back (see settle). A booking's slack is how
 	// far tat lay past its slot when it was made (tat before it minus its
@@ -111,14 +113,14 @@ func (s *gcraState) slackAfter(seq uint64) int64 {
 }
 
 func (g *gcra) earliest(s *gcraState, now, from int64, n int) int64 {
-	iv, span := g.params()
+	iv, span := g.params(s)
 	return max(now, from, s.tat+int64(n)*iv-span)
 }
 
 // book moves tat past the units and returns tat as it was before, which
 // give restores.
 func (g *gcra) book(s *gcraState, now, slot int64, n int, seq uint64, tally bool) (undo int64, remaining int) {
-	iv, span := g.params()
+	iv, span := g.params(s)
 	before := s.tat
 	s.tat = max(s.tat, slot) + int64(n)*iv
 	s.pushSlack(seq, max(before-slot, 0))
@@ -161,7 +163,7 @@ func (g *gcra) give(s *gcraState, now int64, c claim, moved int64, latest bool) 
 // before it. The latest booking gives back in full. The floor set by
 // raise still holds.
 func (g *gcra) settle(s *gcraState, now int64, c claim, delta int64, latest, stale bool) {
-	iv, _ := g.params()
+	iv, _ := g.params(s)
 	before := s.tat
 	// An actual far beyond any capacity (bad input, but the call has
 	// happened) is charged as far as tat can go: delta*iv, or tat past
@@ -212,7 +214,7 @@ func (g *gcra) pushed(s *gcraState, now int64) []aheadEntry { return nil }
 // Cancel does not undo it (floor): the bucket then spaces new units from
 // a unit that will not be sent, which only delays them.
 func (g *gcra) raise(s *gcraState, now int64, units []aheadEntry) {
-	iv, _ := g.params()
+	iv, _ := g.params(s)
 	cost := int64(0)
 	for i := len(units) - 1; i >= 0; i-- {
 		cost += units[i].n * iv
@@ -233,23 +235,34 @@ func (g *gcra) fresh(s *gcraState, now int64) bool {
 }
 
 func (g *gcra) left(s *gcraState, now int64) int {
-	iv, span := g.params()
+	iv, span := g.params(s)
 	return int(max(span-max(s.tat-now, 0), 0) / iv)
 }
 
 // ahead reports the span booked past now in whole units, rounded up.
 func (g *gcra) ahead(s *gcraState, now int64) int {
-	iv, _ := g.params()
+	iv, _ := g.params(s)
 	return int((max(s.tat-now, 0) + iv - 1) / iv)
 }
 
 // learn feeds one attempt's outcome to the headroom of a bucket's
-// engine. A throttled answer counts as a refusal the budget did not
-// expect only for an attempt it booked; an attempt that got no answer
-// says nothing.
-func learn(e *engine[gcraState, *gcra], o Outcome) {
-	if e.alg.hr == nil || o.Failed {
+// engine, and to key's learned rate (learnrate.go). A throttled answer
+// counts as a refusal the budget did not expect only for an attempt it
+// booked; an attempt that got no answer says nothing.
+func learn(e *engine[gcraState, *gcra], key string, o Outcome) {
+	if o.Failed {
 		return
 	}
-	e.alg.hr.Learn(e.tl.read(), o.Late, o.Latency, o.Throttled && o.N > 0)
+	if e.alg.hr != nil {
+		e.alg.hr.Learn(e.tl.read(), o.Late, o.Latency, o.Throttled && o.N > 0)
+	}
+	if o.N <= 0 {
+		return
+	}
+	ks, now, err := e.lock(key)
+	if err != nil {
+		return // a full limiter: the answer teaches nothing
+	}
+	e.alg.learnRate(&ks.s, now, ks.pause.until, o)
+	ks.mu.Unlock()
 }

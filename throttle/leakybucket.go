@@ -57,13 +57,12 @@ func NewLeakyBucket(r Rate, capacity int, opts ...Option) (*LeakyBucket, error) 
 }
 
 // Follows reports whether the bucket's headroom follows the upstream's
-// answers: its burst cannot spare its [WithTolerance] (see there). Only
-// then does [LeakyBucket.Learn] do anything.
+// answers: its burst cannot spare its [WithTolerance] (see there).
 func (b *LeakyBucket) Follows() bool { return b.e.alg.hr != nil }
 
 // Learn implements [Learner], as [TokenBucket.Learn] does.
 func (b *LeakyBucket) Learn(ctx context.Context, key string, o Outcome) error {
-	learn(b.e, o)
+	learn(b.e, key, o)
 	return nil
 }
 

@@ -55,17 +55,18 @@ func NewTokenBucket(r Rate, burst int, opts ...Option) (*TokenBucket, error) {
 }
 
 // Follows reports whether the bucket's headroom follows the upstream's
-// answers: its burst cannot spare its [WithTolerance] (see there). Only
-// then does [TokenBucket.Learn] do anything.
+// answers: its burst cannot spare its [WithTolerance] (see there).
 func (b *TokenBucket) Follows() bool { return b.e.alg.hr != nil }
 
-// Learn implements [Learner]: when the burst cannot spare the bucket's
+// Learn implements [Learner]. When the burst cannot spare the bucket's
 // [WithTolerance], the headroom in use, up to it, follows what the
-// upstream's answers show (see [WithTolerance]); otherwise Learn does
-// nothing. It never blocks, and ignores ctx and key: jitter is a
-// property of the path, not of a key.
+// upstream's answers show (see [WithTolerance]): jitter is a property of
+// the path, not of a key. And a refusal of key's units lowers key's rate
+// below what the upstream was seen to admit, if that is below the
+// bucket's: the stricter of the two wins (see "Learned rates" in the
+// package doc). Learn ignores ctx, and holds key's lock only briefly.
 func (b *TokenBucket) Learn(ctx context.Context, key string, o Outcome) error {
-	learn(b.e, o)
+	learn(b.e, key, o)
 	return nil
 }
 

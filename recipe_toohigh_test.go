@@ -1,0 +1,66 @@
+package egress_test
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The README's recipe configured 25% above a bucket's published rate
+// (issue 13): the bucket learns from the 429s that its rate is too high
+// (throttle/learnrate.go), and stays below what the upstream admits. The
+// goals: at most 1% of requests see a 429, and the job takes at most
+// 1.10× the run at the published numbers. Measured: 2–3 429s, 1.05–1.09×;
+// before, 13 429s and 1.26× (token bucket), 29 429s and 1.81× (leaky
+// bucket, whose middleware states no quota in any dialect).
+func TestRecipeTooHighLearnsTheRate(t *testing.T) {
+	const (
+		requests    = 600
+		wantTooMany = requests / 100 // 1%
+		wantRatio   = 1.10
+	)
+	tests := []struct {
+		giveAlgo, giveDialect string
+	}{
+		{giveAlgo: "token bucket", giveDialect: "429 only"},
+		{giveAlgo: "leaky bucket", giveDialect: "ietf"},
+		{giveAlgo: "leaky bucket", giveDialect: "429 only"},
+	}
+	for _, tt := range tests {
+		for _, workers := range []int{4, 32} {
+			t.Run(fmt.Sprintf("%s/%s/%d goroutines", tt.giveAlgo, tt.giveDialect, workers), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					algo, dialect := recipeAlgoNamed(tt.giveAlgo), recipeDialectNamed(tt.giveDialect)
+					published := runRecipe(t, algo, dialect, 1, workers, requests, 0)
+					high := runRecipe(t, algo, dialect, 1.25, workers, requests, 0)
+					t.Logf("published: %v\n25%% too high: %v", published, high)
+					assert.Zero(t, high.failed, "failed requests: %v", high)
+					assert.LessOrEqual(t, high.tooMany, int64(wantTooMany), "429s: %v", high)
+					assert.LessOrEqual(t, high.wall.Seconds()/published.wall.Seconds(), wantRatio, "wall ÷ the published run's: %v", high)
+				})
+			})
+		}
+	}
+}
+
+// recipeAlgoNamed returns the recipe's algorithm of that name.
+func recipeAlgoNamed(name string) recipeAlgo {
+	for _, a := range recipeAlgos {
+		if a.name == name {
+			return a
+		}
+	}
+	panic("no algorithm " + name)
+}
+
+// recipeDialectNamed returns the recipe's dialect of that name.
+func recipeDialectNamed(name string) recipeDialect {
+	for _, d := range recipeDialects {
+		if d.name == name {
+			return d
+		}
+	}
+	panic("no dialect " + name)
+}
