@@ -331,7 +331,8 @@ func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, wo
 // goals: at most 0.5% of requests see a 429, and the job takes at most
 // 1.05× the minimum the upstream allows (measured: no 429 and 1.000–1.003×
 // in 40 runs of each; the aligned fixed window stating X-RateLimit-Reset
-// as a delay: no 429 and 1.013× in 20 runs of each; the token bucket
+// as a delay to 4 goroutines: no 429 and 1.013× in 30 runs; to 32, 3 of
+// 40 runs lost a unit of a window, and so a window, 1.21×; the token bucket
 // stating IETF fields to 32 goroutines, 1.032–1.036× and no 429 in 8
 // runs, since the middleware states its quota as what it refills per
 // window, not its burst). Against the others, it misses them
@@ -375,7 +376,7 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 		{giveAlgo: "leaky bucket", giveDialect: "x delta"},
 		{giveAlgo: "leaky bucket", giveDialect: "429 only"},
 		{giveAlgo: "fixed window aligned", giveDialect: "429 only"},
-		{giveAlgo: "fixed window aligned", giveDialect: "x delta"},
+		{giveAlgo: "fixed window aligned", giveDialect: "x delta", giveWorkers: []int{4}},
 		{giveAlgo: "sliding log", giveDialect: "429 only"},
 		{giveAlgo: "token bucket", giveDialect: "ietf", giveWorkers: []int{32}},
 	}
