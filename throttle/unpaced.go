@@ -27,7 +27,9 @@ import (
 // so are the readings the refill meter (refill.go) measures the true
 // rate with, after which the meter books. A fixed window answers the
 // probe with a refusal, whose delay pauses the key as any refusal does,
-// and is not probed again.
+// and is not probed again; one whose probe landed in the next window
+// shows itself later, refilling less than its statements claim
+// (noreturn.go).
 //
 // Holding rather than booking keeps 32 callers from queueing at a pace
 // guessed low: each comes back when the quota can have refilled, and
@@ -104,6 +106,18 @@ func (q *statedQuota) unknownBucket() bool {
 func (q *statedQuota) available(at int64, inflight int) int {
 	lacked := q.limit - q.raw
 	switch {
+	case at >= q.fullAt() && q.noRefill:
+		// Returned at its reset, if it is the window it seems (see
+		// noreturn.go): one unit goes alone, and its answer says what
+		// came back. A leaky bucket of 40 leaking 2/s, stating the time
+		// until one more fits as its reset, falls short of the refill a
+		// reset "to full" claims too; sent the whole limit at that
+		// reset, it refused most of it, and their Retry-After paused the
+		// key until 227 of 300 requests failed.
+		if inflight == 0 {
+			return 1
+		}
+		return 0
 	case at >= q.fullAt():
 		if inflight == 0 {
 			// Nothing on its way can bring a new statement: at least one

@@ -518,7 +518,7 @@ type statedQuota struct {
 	fullIn    int64 // the reset that answer stated, as a delay from heardAt
 	spent     int   // units admitted in answers since heardAt that did not set it: spent after, as far as anyone knows
 	probeAt   int64 // unpaced.go: when the probe of a bucket not yet seen to refill was booked, or MinInt64
-	noRefill  bool  // unpaced.go: a probe met a refusal: the quota returns at its reset only
+	noRefill  bool  // unpaced.go: a probe met a refusal, or noreturn.go: it refilled less than stated: the quota returns at its reset only
 	stamp     int64 // the window's name, ResetAt − Precision, for a phased quota (see windowend.go); else MinInt64
 	lo, hi    int64 // a phased quota's window ends after stamp+lo and at or before stamp+hi
 	probed    int64 // the stamp of the window a probe was booked in
@@ -527,6 +527,7 @@ type statedQuota struct {
 	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
 	others    otherClients
 	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	floor     refillFloor // noreturn.go: the least refill stated over the meter's current stretch
 	log       []int64     // windowlog.go: the latest limit slots booked, in order, when logs
 	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
 	expires   int64       // when the statement stops holding anything back
@@ -794,8 +795,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// (or a hung upstream's) must not hold the key past the max hold.
 		q.latency = min(now-sent, maxHold)
 	}
+	read := false
 	if !s.Absolute && s.Window == 0 && unit == UnitRequests {
-		read := q.meter.read(a, s.Remaining, q.limit, k.alone(a))
+		read = q.meter.read(a, s.Remaining, q.limit, k.alone(a))
 		if r := q.bucketRate(); r > 0 && read {
 			q.meter.anchor(k, unit, a.frame(), s.Remaining, q.limit, a.unbooked, r)
 		} else if r > 0 && a.ok {
@@ -823,12 +825,28 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// stated as delays have no window to tell a fixed one by
 		// (windowend.go does, for instants), so a remaining that grows
 		// marks a sliding window even for requests in flight together.
-		if sent != math.MinInt64 && sent > q.sent {
-			if s.Remaining > q.raw && q.raw >= 0 {
+		//
+		// A quota that returns only at its reset (noRefill) never grows
+		// within a window: a higher remaining answers a request handled
+		// before the one that set q's figures. There the lowest
+		// remaining wins, less what is in flight now, as windowend.go's
+		// merge does: the lowest of what each left at its arrival counted
+		// the requests it had already seen as in flight, for good, and a
+		// window of a second stating t rounded up lost 9 of its 48 so
+		// (TestRetryOnlyIETFWithoutPolicy).
+		grew := s.Remaining > q.raw && q.raw >= 0
+		switch {
+		case sent != math.MinInt64 && sent > q.sent && !(grew && q.noRefill):
+			if grew {
 				q.sliding = true
 			}
 			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, sent, s.Remaining, now, reset-now, 0
-		} else {
+		case q.noRefill && s.Remaining >= 0:
+			if q.raw < 0 || s.Remaining < q.raw {
+				q.raw = s.Remaining
+			}
+			q.left = q.raw - k.inFlight(unit, reset, a)
+		default:
 			q.left = min(q.left, left)
 			if sent == math.MinInt64 && s.Remaining >= 0 && (q.raw < 0 || s.Remaining < q.raw) {
 				q.raw = s.Remaining
@@ -864,6 +882,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	default:
 		return true // stale: a window that has already reset
 	}
+	q.checkRefill(read, s.Remaining, int64(s.Reset), precision) // noreturn.go
 	q.pend, q.statedAt, q.statedSeq = unbookedOf(unit, a.unbooked), now, k.learns
 	if fresh {
 		q.logSeen(now, k.unseen(unit, a)) // windowlog.go
