@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -47,6 +48,17 @@ type all struct {
 	// so (a second against throttled's GCRA: refill_test's 4 callers,
 	// once a CI run).
 	pausing sync.RWMutex
+	// stripes serialize, per key, the reservations whose foreign parts
+	// are all records of what the upstream states ([Upstream], held in
+	// memory): booked between another caller's record part and its
+	// built-in parts, a caller's slot on the record could be refused by
+	// a bucket that had since booked later slots, and its record
+	// booking, cancelled while not the latest, left a slot unused
+	// (TestAllKeepsTheRecordsSlots; a hostile upstream's hold ran a
+	// spacing past MaxPause so, once in a few hundred runs of
+	// TestAcceptanceHostileUpstream).
+	stripes [64]sync.Mutex
+	seed    maphash.Seed
 }
 
 // maxRounds bounds how often All books its parts outside this package
@@ -95,7 +107,7 @@ func All(ls ...Limiter) Limiter {
 			panic("throttle: All given a nil Limiter")
 		}
 	}
-	return &all{ls: slices.Clone(ls)}
+	return &all{ls: slices.Clone(ls), seed: maphash.MakeSeed()}
 }
 
 // ownPart is a built-in limiter among All's parts, with the units it
@@ -269,6 +281,10 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 	booked := make([]*Reservation, len(foreign))
 	a.pausing.RLock()
 	defer a.pausing.RUnlock()
+	if mu := a.stripe(key, own, foreign); mu != nil {
+		mu.Lock()
+		defer mu.Unlock()
+	}
 	for range maxRounds {
 		var no *Reservation
 		delay, no, err = bookForeign(ctx, foreign, booked, key, delay, maxWait, len(own)+len(foreign) > 1)
@@ -300,6 +316,22 @@ func (a *all) reserve(ctx context.Context, key string, n int, costs []int, after
 	}
 	cancelAll(ctx, booked)
 	return nil, fmt.Errorf("throttle: All found no common slot for key %q in %d rounds", key, maxRounds)
+}
+
+// stripe returns the lock that serializes key's reservations when they
+// book built-in parts beside foreign parts that are all in-memory
+// records, or nil: a foreign part that may do I/O (Redis) is not booked
+// under a lock other keys share.
+func (a *all) stripe(key string, own []ownPart, foreign []foreignPart) *sync.Mutex {
+	if len(own) == 0 || len(foreign) == 0 {
+		return nil
+	}
+	for _, p := range foreign {
+		if _, ok := p.l.(*Upstream); !ok {
+			return nil
+		}
+	}
+	return &a.stripes[maphash.String(a.seed, key)%uint64(len(a.stripes))]
 }
 
 // bookForeign books every foreign part (those in booked[i] already
