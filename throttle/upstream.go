@@ -631,7 +631,7 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	k.answered, k.answeredOnce = now, true
 	k.learns++
 	k.timed = k.timed || o.SentUnbooked
-	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: max(o.Unbooked, 0) + u.unbookedNow(key)}
+	a := arrival{now: now, sent: math.MinInt64, wall: u.now(), ok: !o.Throttled && !o.Failed, n: max(o.N, 1), unbooked: min(max(o.Unbooked, 0), MaxStatedCount) + u.unbookedNow(key)}
 	if o.Latency > 0 {
 		a.sent = now - int64(o.Latency)
 	}

@@ -120,7 +120,11 @@ func (q *statedQuota) logSeen(now int64, inflight int) {
 		return
 	}
 	past, _ := slices.BinarySearch(q.log, now+1)
-	if drop := past - (q.limit - min(q.raw, q.limit) + inflight); drop > 0 {
-		q.log = slices.Delete(q.log, 0, drop)
+	// Compared, not summed: inflight may be absurd (an Outcome's
+	// Unbooked is the caller's, and a count of absurd bookings wraps),
+	// and the sum overflowed (FuzzUpstream). Below zero it keeps the
+	// whole log: the safe side.
+	if keep := q.limit - min(q.raw, q.limit); inflight >= 0 && inflight < past-keep {
+		q.log = slices.Delete(q.log, 0, past-keep-inflight)
 	}
 }
