@@ -111,7 +111,11 @@ func (k *statedKey) hold(now, from int64, f *statedFlight, unbooked int) time.Du
 	var d int64
 	for i := range k.quotas {
 		q := &k.quotas[i]
-		d = max(d, q.hold(now, from, f.of(q.unit), unbookedOf(q.unit, unbooked), k.bookedBefore(q), k.timed))
+		booked := 0
+		if q.latency <= 0 && k.timed {
+			booked = k.bookedBefore(q) // a walk of the flight, only where hold reads it
+		}
+		d = max(d, q.hold(now, from, f.of(q.unit), unbookedOf(q.unit, unbooked), booked, k.timed))
 	}
 	return time.Duration(d)
 }

@@ -647,6 +647,13 @@ func (u *Upstream) Learn(ctx context.Context, key string, o Outcome) error {
 	return nil
 }
 
+// noteStated notes on q what hold.go weighs a booking against: the
+// requests in flight unbooked when the statement a carried arrived,
+// and when it arrived, in time and in answers learned.
+func (k *statedKey) noteStated(q *statedQuota, a arrival) {
+	q.pend, q.statedAt, q.statedSeq = unbookedOf(q.unit, a.unbooked), a.now, k.learns
+}
+
 // arrival is one answer as the record sees it.
 type arrival struct {
 	now  int64     // when it arrived, on the record's clock
@@ -818,22 +825,25 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p && !q.cameBack(s, sent, p):
 		// The same window. The earlier reset wins: each is late by up to
 		// its precision. The statement for the request sent later wins:
-		// a sliding window's remaining may grow as its estimate decays.
-		// When the order is unknown (requests sent at one instant, as a
-		// burst under testing/synctest), or the answer is for an older
-		// request that arrived late, the lower remaining wins. Resets
-		// stated as delays have no window to tell a fixed one by
+		// a sliding window's remaining may grow as its estimate decays;
+		// an answer for an older request that arrived late only lowers
+		// what is left. Resets stated as delays have no window to tell a fixed one by
 		// (windowend.go does, for instants), so a remaining that grows
 		// marks a sliding window even for requests in flight together.
 		//
-		// A quota that returns only at its reset (noRefill) never grows
-		// within a window: a higher remaining answers a request handled
-		// before the one that set q's figures. There the lowest
-		// remaining wins, less what is in flight now, as windowend.go's
-		// merge does: the lowest of what each left at its arrival counted
-		// the requests it had already seen as in flight, for good, and a
-		// window of a second stating t rounded up lost 9 of its 48 so
-		// (TestRetryOnlyIETFWithoutPolicy).
+		// Where the order is unknown (no latency given, or one measured
+		// 0 on a clock that stands still, testing/synctest), or where the
+		// quota returns only at its reset (noRefill) and so never grows
+		// within a window, the lowest remaining wins, less what is in
+		// flight now, as windowend.go's merge does: the lowest of what
+		// each left at its arrival counted twice a request the upstream
+		// handled before the lowest statement and answered after it. The
+		// README recipe's aligned fixed window stating delays lost units
+		// of its first windows so, and a window of a second stating t
+		// rounded up 9 of its 48 (TestRetryOnlyIETFWithoutPolicy). Where
+		// the order is known, the later request's statement wins; there,
+		// with holds on booked units, "out of order, IETF" of
+		// TestAcceptanceDialectsShapeThePace met 9 429s.
 		grew := s.Remaining > q.raw && q.raw >= 0
 		switch {
 		case sent != math.MinInt64 && sent > q.sent && !(grew && q.noRefill):
@@ -841,30 +851,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.sliding = true
 			}
 			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, sent, s.Remaining, now, reset-now, 0
-		case q.noRefill && s.Remaining >= 0:
+		case s.Remaining >= 0 && (q.noRefill || sent == math.MinInt64):
 			if q.raw < 0 || s.Remaining < q.raw {
 				q.raw = s.Remaining
 			}
-			q.left = q.raw - k.inFlight(unit, reset, a)
+			q.left = q.raw - k.inFlight(unit, min(q.reset, reset), a)
 		default:
 			q.left = min(q.left, left)
-			if sent == math.MinInt64 && s.Remaining >= 0 && (q.raw < 0 || s.Remaining < q.raw) {
-				q.raw = s.Remaining
-			}
-			if sent == math.MinInt64 && q.raw >= 0 && s.Remaining >= 0 {
-				// Order unknown (no latency given, or one measured 0 on
-				// a clock that stands still, testing/synctest): the
-				// lowest remaining, less what is in flight now (as merge
-				// does for instants). The lowest of what each left at
-				// its arrival counted twice a request the upstream
-				// handled before the lowest statement and answered after
-				// it (the README recipe's aligned fixed window, x delta,
-				// lost units of its first windows so). Where the order is
-				// known, the later request's statement won above; there,
-				// with holds on booked units, "out of order, IETF" of
-				// TestAcceptanceDialectsShapeThePace met 9 429s.
-				q.left = q.raw - k.inFlight(unit, min(q.reset, reset), a)
-			}
 		}
 		q.reset = min(q.reset, reset)
 		q.precision = min(q.precision, precision)
@@ -883,7 +876,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		return true // stale: a window that has already reset
 	}
 	q.checkRefill(read, s.Remaining, int64(s.Reset), precision) // noreturn.go
-	q.pend, q.statedAt, q.statedSeq = unbookedOf(unit, a.unbooked), now, k.learns
+	k.noteStated(q, a)
 	if fresh {
 		q.logSeen(now, k.unseen(unit, a)) // windowlog.go
 	}

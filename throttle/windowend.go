@@ -121,7 +121,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		}
 		q.reset = reset
 	}
-	q.pend, q.statedAt, q.statedSeq = unbookedOf(q.unit, a.unbooked), a.now, k.learns
+	k.noteStated(q, a)
 	if !q.sliding {
 		q.tat = max(q.tat, stamp+q.lo) // paced from the earliest the window can end (see unsure)
 	}
