@@ -22,7 +22,11 @@ type gcra struct {
 // key learned: learnrate.go) and the span of the burst (burst times
 // interval, less the headroom in use: see [tolerance.Span]).
 func (g *gcra) params(s *gcraState) (interval, span int64) {
-	return tolerance.Span(max(g.interval, s.rate.interval), int(g.burst), g.reserve+g.hr.Get()) // one of them is 0
+	iv := g.interval
+	if s.rate != nil {
+		iv = max(iv, s.rate.interval)
+	}
+	return tolerance.Span(iv, int(g.burst), g.reserve+g.hr.Get()) // one of them is 0
 }
 
 // newGCRA returns the GCRA of a bucket of burst units at interval with a
@@ -43,9 +47,9 @@ func newGCRA(interval time.Duration, burst int, d time.Duration) *gcra {
 
 type gcraState struct {
 	tat   int64
-	rate  learnedRate // what the upstream's refusals showed of its rate
-	floor int64       // set by raise: give never takes tat below it
-	adj   int64       // the net change settles made to tat; undo is kept net of it
+	rate  *learnedRate // what the upstream's refusals showed of its rate; nil until the key hears an answer (a pointer for the memory goal, ≤ 256 B a key)
+	floor int64        // set by raise: give never takes tat below it
+	adj   int64        // the net change settles made to tat; undo is kept net of it
 
 	// What a settle may give back (see settle). A booking's slack is how
 	// far tat lay past its slot when it was made (tat before it minus its

@@ -61,7 +61,10 @@ const (
 // learnRate feeds one answer to key's learned rate; until is when the
 // key's pause ends (a refusal's run begins then at the earliest).
 func (g *gcra) learnRate(s *gcraState, now, until int64, o Outcome) {
-	r := &s.rate
+	if s.rate == nil {
+		s.rate = &learnedRate{}
+	}
+	r := s.rate
 	if r.interval > 0 && now-r.at > learnedFor {
 		r.interval = 0 // forgotten: the configured rate again
 	}
