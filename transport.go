@@ -106,6 +106,10 @@ func (t *Transport) follow() {
 		// Each learns its key's rate from refusals (throttle/learnrate.go),
 		// and its headroom when it follows the path.
 		t.inMemory = true
+	case *throttle.SlidingWindow, *throttle.FixedWindow:
+		// Each learns its key's limit from refusals
+		// (throttle/learnlimit.go).
+		t.inMemory = true
 	}
 	_, t.spends = configured.(*throttle.Adaptive)
 	if s, ok := configured.(interface{ Stated() bool }); ok && s.Stated() {

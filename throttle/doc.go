@@ -131,4 +131,19 @@
 // sent at the rate (jitter) says nothing. A burst configured larger than
 // the upstream's makes the bound too strict, and the key stays under the
 // upstream's rate. The redislimit buckets do not learn rates.
+//
+// # Learned limits
+//
+// A [SlidingWindow] or [FixedWindow] told of refusals that state no
+// quota (a bare 429 or 503, or one with only Retry-After) takes them as a
+// sign that its limit is too high for the upstream, per key
+// (learnlimit.go): the units the key booked in the upstream's window that
+// holds a refused unit, less the units refused there, bound the
+// upstream's limit. The key's limit falls to that bound, by at most 30% a
+// refusal and to no less than one unit a window, for a minute after the
+// last refusal. A fixed window that booked less than 70% of its limit
+// before a refusal counts the window before it too: the upstream's
+// window is not where the key's is. A refusal that states a quota is the
+// [Upstream] record's to follow. A [SlidingWindowCounter] and the
+// redislimit windows do not learn limits.
 package throttle

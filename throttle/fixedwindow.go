@@ -154,9 +154,12 @@ type fixedWindow struct {
 type fixedState struct {
 	idx   int64 // the cursor: the window of the latest booking
 	cnt   int64 // units counted in window idx
+	prev  int64 // units counted in window idx-1, at most (learnlimit.go)
 	spill int64 // units of cnt booked in idx's last tol, which count in idx+1 too
 	floor int64 // the latest slot booked; no slot goes below it
 	ahead []aheadEntry
+
+	learned *learnedLimit // nil until the upstream refused the key's units (learnlimit.go)
 }
 
 // aheadEntry records a booking whose slot was in the future when it was
@@ -186,8 +189,9 @@ func (f *fixedWindow) inTail(t int64) bool {
 
 func (f *fixedWindow) earliest(s *fixedState, now, from int64, n int) int64 {
 	t := max(now, from, s.floor)
+	limit := fitting(s.learned, f.limit, now, n)
 	for j := max(f.g.index(t), s.idx); ; j++ {
-		if f.count(s, j)+int64(n) <= f.limit {
+		if f.count(s, j)+int64(n) <= limit {
 			return max(t, f.g.start(j))
 		}
 		t = f.g.start(j + 1)
@@ -201,7 +205,7 @@ func (f *fixedWindow) book(s *fixedState, now, slot int64, n int, seq uint64, _ 
 	if slot > now {
 		s.ahead = append(s.ahead, aheadEntry{slot: slot, n: int64(n), seq: seq})
 	}
-	return 0, int(max(f.limit-s.cnt, 0))
+	return 0, int(max(limitOf(s.learned, f.limit, now)-s.cnt, 0))
 }
 
 // count1 counts n units at t, which is not before the cursor's window,
@@ -211,9 +215,9 @@ func (f *fixedWindow) count1(s *fixedState, t, n int64) {
 	case j == s.idx:
 		s.cnt += n
 	case j == s.idx+1:
-		s.idx, s.cnt, s.spill = j, s.spill+n, 0
+		s.idx, s.prev, s.cnt, s.spill = j, s.cnt, s.spill+n, 0
 	default:
-		s.idx, s.cnt, s.spill = j, n, 0
+		s.idx, s.prev, s.cnt, s.spill = j, 0, n, 0
 	}
 	if f.inTail(t) {
 		s.spill += n
@@ -302,19 +306,28 @@ func (f *fixedWindow) shift(s *fixedState, now, by int64) {
 			tailP += b.n
 		}
 	}
-	dueP, dueSpill := f.limit-inP, int64(0)
+	limit := limitOf(s.learned, f.limit, now)
+	dueP, dueSpill := limit-inP, int64(0)
 	if f.inTail(now) {
 		dueSpill = dueP
 	}
 	if s.idx == p {
 		dueP, dueSpill = s.cnt-inP, s.spill-tailP
 	}
+	switch {
+	case s.idx == p-1:
+		s.prev = s.cnt
+	case s.idx < p-1:
+		s.prev = 0
+	case s.idx > p:
+		s.prev = f.limit // the cursor was ahead: window p-1's count is gone
+	}
 	s.idx, s.cnt, s.spill = p, dueP, dueSpill
 	extra := int64(0)
 	for i := range s.ahead {
 		b := &s.ahead[i]
 		t := b.slot + by + extra
-		for j := f.g.index(t); f.count(s, j)+b.n > f.limit; j++ {
+		for j := f.g.index(t); f.count(s, j)+b.n > max(limit, b.n); j++ {
 			t = f.g.start(j + 1)
 		}
 		extra = t - (b.slot + by)
@@ -382,8 +395,36 @@ func (f *fixedWindow) left(s *fixedState, now int64) int {
 	if j < s.idx {
 		return 0
 	}
-	return int(max(f.limit-f.count(s, j), 0))
+	return int(max(limitOf(s.learned, f.limit, now)-f.count(s, j), 0))
 }
+
+// spans is the key's window that holds slot (tight), and that window
+// with the one before it (safe): the upstream's window, on whatever
+// grid, lies within the two. A count the key no longer holds is taken as
+// the limit.
+func (f *fixedWindow) spans(s *fixedState, slot int64) (tight, safe booking) {
+	j := f.g.index(slot)
+	tight = booking{lo: f.g.start(j), hi: f.g.start(j+1) - 1, booked: f.limit}
+	safe = booking{lo: f.g.start(j - 1), hi: tight.hi, booked: 2 * f.limit}
+	switch {
+	case j == s.idx:
+		tight.booked, safe.booked = s.cnt, s.prev+s.cnt
+	case j == s.idx+1:
+		tight.booked, safe.booked = s.spill, s.cnt+s.spill
+	case j == s.idx-1:
+		tight.booked, safe.booked = s.prev, f.limit+s.prev
+	}
+	return tight, safe
+}
+
+func (f *fixedWindow) learnedOf(s *fixedState) *learnedLimit {
+	if s.learned == nil {
+		s.learned = &learnedLimit{}
+	}
+	return s.learned
+}
+
+func (f *fixedWindow) configured() int64 { return f.limit }
 
 // Reserve implements [Limiter]: it books n units of key, now or at the
 // first later slot with room, if that slot lies within maxWait.
@@ -407,6 +448,16 @@ func (w *FixedWindow) AllowN(ctx context.Context, key string, n int) (bool, erro
 // booking, moves later, so that nothing is due for d from now.
 func (w *FixedWindow) Pause(ctx context.Context, key string, d time.Duration) error {
 	return w.e.pause(ctx, key, d)
+}
+
+// Learn implements [Learner]: a refusal of key's units lowers key's
+// limit to what the upstream was seen to admit in the window that holds
+// the refused unit's slot, if that is below the window's: the stricter
+// of the two wins (see "Learned limits" in the package doc). An admitted
+// answer costs nothing; Learn ignores ctx.
+func (w *FixedWindow) Learn(ctx context.Context, key string, o Outcome) error {
+	learnLimit(w.e, key, o)
+	return nil
 }
 
 // Inspect implements [Inspector].

@@ -81,6 +81,9 @@ type logState struct {
 	head  int
 	base  int64 // units dropped from the front
 	floor int64 // the latest slot booked; no slot goes below it
+	gone  int64 // the slot of the newest unit dropped from the front
+
+	learned *learnedLimit // nil until the upstream refused the key's units (learnlimit.go)
 }
 
 func (s *logState) runs() []logRun { return s.buf[s.head:] }
@@ -113,7 +116,7 @@ func (s *logState) dropFront(i int) {
 		return
 	}
 	s.head += i
-	s.base = s.buf[s.head-1].cum
+	s.base, s.gone = s.buf[s.head-1].cum, s.buf[s.head-1].at
 	s.trim(i)
 }
 
@@ -164,7 +167,7 @@ func firstReaching(runs []logRun, u int64) int {
 func (l *slidingLog) earliest(s *logState, now, from int64, n int) int64 {
 	slot := max(now, from, s.floor)
 	// Unit number u must lie at or before slot-w.
-	if u := s.total() - (l.limit - int64(n)); u > s.base {
+	if u := s.total() - (fitting(s.learned, l.limit, now, n) - int64(n)); u > s.base {
 		runs := s.runs()
 		slot = max(slot, runs[firstReaching(runs, u)].at+l.w)
 	}
@@ -194,7 +197,7 @@ func (l *slidingLog) book(s *logState, now, slot int64, n int, _ uint64, tally b
 	if !tally {
 		return 0, 0
 	}
-	return 0, int(max(l.limit-l.inWindow(s, slot), 0))
+	return 0, int(max(limitOf(s.learned, l.limit, now)-l.inWindow(s, slot), 0))
 }
 
 // give takes booking b's units out of the log. Removing units never
@@ -300,8 +303,36 @@ func (l *slidingLog) left(s *logState, now int64) int {
 	if s.floor > now {
 		return 0
 	}
-	return int(max(l.limit-l.inWindow(s, now), 0))
+	return int(max(limitOf(s.learned, l.limit, now)-l.inWindow(s, now), 0))
 }
+
+// spans is the window that ends at slot, and the units booked in it:
+// the log's count, or the limit where units dropped from its front lie
+// in it. It is both tight and safe.
+func (l *slidingLog) spans(s *logState, slot int64) (tight, safe booking) {
+	runs := s.runs()
+	from, to := firstAfter(runs, slot-l.w), firstAfter(runs, slot)
+	sp := booking{lo: slot - l.w + 1, hi: slot, booked: l.limit}
+	if s.base == 0 || s.gone <= sp.lo-1 {
+		upTo := func(i int) int64 {
+			if i == 0 {
+				return s.base
+			}
+			return runs[i-1].cum
+		}
+		sp.booked = upTo(to) - upTo(from)
+	}
+	return sp, sp
+}
+
+func (l *slidingLog) learnedOf(s *logState) *learnedLimit {
+	if s.learned == nil {
+		s.learned = &learnedLimit{}
+	}
+	return s.learned
+}
+
+func (l *slidingLog) configured() int64 { return l.limit }
 
 // Reserve implements [Limiter]: it books n units of key, now or at the
 // first later slot with room, if that slot lies within maxWait.
@@ -325,6 +356,16 @@ func (w *SlidingWindow) AllowN(ctx context.Context, key string, n int) (bool, er
 // booking, moves later, so that nothing is due for d from now.
 func (w *SlidingWindow) Pause(ctx context.Context, key string, d time.Duration) error {
 	return w.e.pause(ctx, key, d)
+}
+
+// Learn implements [Learner]: a refusal of key's units lowers key's
+// limit to what the upstream was seen to admit in the window that ends
+// at the refused unit's slot, if that is below the window's: the
+// stricter of the two wins (see "Learned limits" in the package doc).
+// An admitted answer costs nothing; Learn ignores ctx.
+func (w *SlidingWindow) Learn(ctx context.Context, key string, o Outcome) error {
+	learnLimit(w.e, key, o)
+	return nil
 }
 
 // Inspect implements [Inspector].

@@ -152,8 +152,9 @@ type Outcome struct {
 
 // Learner is implemented by limiters that learn from the upstream's
 // answers. A Transport calls Learn once for every attempt it sent, with
-// what came back, for limiters that implement it: the [Upstream] record
-// and the [Adaptive] limiter do. Learn must not block for long.
+// what came back, for limiters that implement it: the [Upstream] record,
+// the [Adaptive] limiter, the buckets, [SlidingWindow] and [FixedWindow]
+// do. Learn must not block for long.
 type Learner interface {
 	Learn(ctx context.Context, key string, o Outcome) error
 }

@@ -108,3 +108,30 @@ func ExampleAll_dailyQuota() {
 	// 00:00:00.0
 	// 00:00:00.5
 }
+
+// A window set above what the upstream allows learns it from the
+// refusals a Transport tells it of (here told by hand): of 10 units sent
+// in a window, the upstream admitted 8.
+func ExampleSlidingWindow_Learn() {
+	ctx := context.Background()
+	now := time.Unix(0, 0)
+	w, err := throttle.NewSlidingWindow(10, time.Second, throttle.WithClock(func() time.Time { return now }))
+	if err != nil {
+		panic(err)
+	}
+	for range 10 {
+		if _, err := w.AllowN(ctx, "api", 1); err != nil {
+			panic(err)
+		}
+	}
+	for i := range 10 { // the answers: the last two are 429s
+		_ = w.Learn(ctx, "api", throttle.Outcome{N: 1, Throttled: i >= 8})
+	}
+	now = now.Add(time.Second)
+	s, err := w.Inspect(ctx, "api")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("room in the next window:", s.Remaining)
+	// Output: room in the next window: 8
+}
