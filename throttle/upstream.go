@@ -193,7 +193,9 @@ type Learner interface {
 // at (a GCRA's bucket, whose reset is the time to refill it), left to the
 // configured limiter. A window not stated is learned from successive resets and
 // reported by [Upstream.Stated]. It paces units after T only when the
-// resets are stated as instants (window boundaries); until two resets
+// resets are stated as instants (window boundaries), and no answer said
+// more was left than a window of the limit could have (a bucket stating
+// its time until full as an instant: bucketlike.go); until two resets
 // have been seen, the longest reset stated stands in for it, a lower
 // bound, so the first window after T may be paced too fast, and the next
 // statement corrects it. Resets stated as delays may come from a GCRA
@@ -514,6 +516,7 @@ type statedQuota struct {
 	holding   int64 // when the current span of holds began, or MinInt64 (hold.go)
 	raw       int   // the remaining last stated, before units in flight are taken off
 	sliding   bool  // remaining grew within a window: it refills before the reset
+	named     named // the answers in order that stated the latest reset (bucketlike.go)
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
 	heardAt   int64 // when the answer that set left arrived
 	fullIn    int64 // the reset that answer stated, as a delay from heardAt
@@ -755,6 +758,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		s.Remaining = q.limit
 	}
 	q.answerProbe(a)
+	if s.Absolute && s.Window == 0 && !s.ResetAt.IsZero() {
+		w := q.guessWindow()
+		if q.window > 0 {
+			w = min(w, q.window)
+		}
+		q.named.note(s.ResetAt.UnixNano(), sent, now, w, a.ok, k.alone(a), s.Remaining, q.limit)
+	}
 	if a.ok && (sent == math.MinInt64 || sent > q.sent) {
 		q.spent += a.n // sent after the request heardAt's statement answered; unless this statement is the next one
 	}
@@ -1014,6 +1024,9 @@ func (q *statedQuota) spacing() int64 {
 		w = q.window
 	default:
 		w = q.guessWindow() // a window is no shorter than its precision
+	}
+	if q.bucketLike() {
+		return 0 // a bucket's time until full, not a window's end (bucketlike.go)
 	}
 	// What other clients leave, and at least a unit a window: a tenth of
 	// a limit of 1 paced each unit ten windows apart, a statement holding
