@@ -402,10 +402,10 @@ func (f *fixedWindow) left(s *fixedState, now int64) int {
 // with the one before it (safe): the upstream's window, on whatever
 // grid, lies within the two. A count the key no longer holds is taken as
 // the limit.
-func (f *fixedWindow) spans(s *fixedState, slot int64) (tight, safe booking) {
+func (f *fixedWindow) spans(s *fixedState, slot int64) (tight, safe windowCount) {
 	j := f.g.index(slot)
-	tight = booking{lo: f.g.start(j), hi: f.g.start(j+1) - 1, booked: f.limit}
-	safe = booking{lo: f.g.start(j - 1), hi: tight.hi, booked: 2 * f.limit}
+	tight = windowCount{lo: f.g.start(j), hi: f.g.start(j+1) - 1, booked: f.limit}
+	safe = windowCount{lo: f.g.start(j - 1), hi: tight.hi, booked: 2 * f.limit}
 	switch {
 	case j == s.idx:
 		tight.booked, safe.booked = s.cnt, s.prev+s.cnt

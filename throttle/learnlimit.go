@@ -14,28 +14,35 @@ package throttle
 // upstream's window that holds a refused unit's slot, less the units
 // refused there, are at least what the upstream admitted there from this
 // client, and it was full: its limit is at most that. For a
-// [FixedWindow] that window is the key's own (the configuration says the
-// upstream's grid is this one); for a [SlidingWindow] or a
-// [SlidingWindowCounter] it is the window that ends at the slot. Where
-// the key no longer knows what it booked there (a fixed window whose
-// cursor moved on), it is the limit in force: a window never books more.
+// [SlidingWindow] that window is the one that ends at the slot, and the
+// key's log counts it exactly. For a [FixedWindow] it is the key's own
+// window (the configuration says the upstream's grid is this one),
+// unless fewer units were booked there than the limit less maxCut: then
+// the upstream's window is not where the key thinks (a window that
+// starts at the first request refuses the first units of the key's next
+// window), and the count is of the key's window with the one before it,
+// which hold the upstream's wherever it lies, and so never cuts. Where
+// the key no longer knows what it booked (a fixed window whose cursor
+// moved on), the count is the limit: a window never books more.
 // So a burst configured at 125 of which 25 came back refused teaches 100
 // once every refusal is in, and a lone refusal of a window at the
 // published limit (jitter) teaches one unit less.
 //
 // The limit falls by at most maxCut a refusal, to no less than one unit
-// a window, and is kept for learnedFor after the refusal that set it,
-// then forgotten, as a bucket's learned rate is (learnrate.go): an
-// upstream whose limit rose, or a hostile spell that ended, gets the
+// a window, and is kept for learnedFor after the last refusal that bore
+// it out, then forgotten, as a bucket's learned rate is (learnrate.go):
+// an upstream whose limit rose, or a hostile spell that ended, gets the
 // configured limit back at the cost of one window's refusals a
-// learnedFor. A key's state holds it only once the key was refused.
+// learnedFor. A key's state holds it only once the key was refused (a
+// pointer, for the memory goal: ≤ 256 B a key). A refusal that states a
+// quota teaches nothing here: the record follows what it states.
 type learnedLimit struct {
 	limit   int64     // the learned limit; 0 when there is none
 	at      int64     // when limit was last set
 	refused []refusal // units refused lately, in the order heard
 }
 
-// refusal is n units refused at slot at.
+// refusal is n units refused at the slot at.
 type refusal struct{ at, n int64 }
 
 // maxRefusals bounds the refusals a key remembers: enough for a window
@@ -62,15 +69,16 @@ func fitting(l *learnedLimit, limit, now int64, n int) int64 {
 
 // refuse notes n units refused at slot, heard at now, and lowers the
 // limit to what the refused window shows: the units booked in it, less
-// those refused there (see span). configured is the limit the window was
+// those refused there, counted in tight, or in safe when tight counts
+// too few (see window). configured is the limit the window was
 // configured with.
-func (l *learnedLimit) refuse(now, slot, n int64, tight, safe booking, configured int64) {
+func (l *learnedLimit) refuse(now, slot, n int64, tight, safe windowCount, configured int64) {
 	cur := limitOf(l, configured, now)
 	if l.limit != 0 && now-l.at > learnedFor {
 		l.limit = 0 // forgotten: the configured limit again
 	}
 	old := 0
-	for old < len(l.refused) && l.refused[old].at < safe.lo-safe.hi+slot {
+	for old < len(l.refused) && l.refused[old].at < slot-2*(safe.hi-safe.lo+1) {
 		old++ // too old to fall in the window of any refusal still on its way
 	}
 	if len(l.refused)-old >= maxRefusals {
@@ -90,7 +98,7 @@ func (l *learnedLimit) refuse(now, slot, n int64, tight, safe booking, configure
 }
 
 // in returns the units refused in sp.
-func (l *learnedLimit) in(sp booking) int64 {
+func (l *learnedLimit) in(sp windowCount) int64 {
 	n := int64(0)
 	for _, r := range l.refused {
 		if r.at >= sp.lo && r.at <= sp.hi {
@@ -100,8 +108,8 @@ func (l *learnedLimit) in(sp booking) int64 {
 	return n
 }
 
-// booking is what a key booked in the slots lo to hi.
-type booking struct{ lo, hi, booked int64 }
+// windowCount is what a key booked in the slots lo to hi.
+type windowCount struct{ lo, hi, booked int64 }
 
 // refusedSlot returns the slot an attempt was booked at, from its answer
 // heard at now: sent Latency before now, Late after its slot.
@@ -115,7 +123,7 @@ type window[S any] interface {
 	// spans returns what the key booked in the upstream's window that
 	// holds slot, if the key's windows are the upstream's (tight), and in
 	// slots that hold that window wherever it lies (safe).
-	spans(s *S, slot int64) (tight, safe booking)
+	spans(s *S, slot int64) (tight, safe windowCount)
 	// learnedOf returns what the key learned, allocating it.
 	learnedOf(s *S) *learnedLimit
 	// configured returns the limit the window was configured with.

@@ -12,7 +12,8 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
-// learningBucket is a bucket that learns its key's rate.
+// learningBucket is a limiter that learns from answers: a bucket its
+// key's rate, a window its key's limit.
 type learningBucket interface {
 	throttle.Limiter
 	throttle.Learner
@@ -73,29 +74,36 @@ func TestBucketLearnsRateFromRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := context.Background()
-				client, upstream := tt.giveClient(t), tt.giveUpstream(t)
-				refused, admitted := 0, 0
-				for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
-					r, err := client.Reserve(ctx, "k", 1, -1)
-					require.NoError(t, err)
-					require.NoError(t, r.Wait(ctx))
-					ok, err := upstream.AllowN(ctx, "k", 1)
-					require.NoError(t, err)
-					if !ok {
-						refused++
-						require.NoError(t, client.Pause(ctx, "k", time.Second))
-					} else {
-						admitted++
-					}
-					require.NoError(t, client.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: !ok}))
-				}
-				t.Logf("refused %d, admitted %d", refused, admitted)
+				refused, admitted := sendThrough(t, tt.giveClient(t), tt.giveUpstream(t), 30*time.Second)
 				assert.LessOrEqual(t, refused, tt.wantMaxRefused, "refusals")
 				assert.GreaterOrEqual(t, admitted, tt.wantMinAdmitted, "admitted")
 			})
 		})
 	}
+}
+
+// sendThrough sends one unit at a time through client to upstream for d,
+// telling client of every answer; each refusal pauses the key for a
+// second, as a 429's Retry-After does through a Transport.
+func sendThrough(t *testing.T, client learningBucket, upstream throttle.Allower, d time.Duration) (refused, admitted int) {
+	t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		r, err := client.Reserve(ctx, "k", 1, -1)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(ctx))
+		ok, err := upstream.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		if !ok {
+			refused++
+			require.NoError(t, client.Pause(ctx, "k", time.Second))
+		} else {
+			admitted++
+		}
+		require.NoError(t, client.Learn(ctx, "k", throttle.Outcome{N: 1, Throttled: !ok}))
+	}
+	t.Logf("refused %d, admitted %d", refused, admitted)
+	return refused, admitted
 }
 
 // What a refusal says of the rate depends on the run of answers before

@@ -309,10 +309,10 @@ func (l *slidingLog) left(s *logState, now int64) int {
 // spans is the window that ends at slot, and the units booked in it:
 // the log's count, or the limit where units dropped from its front lie
 // in it. It is both tight and safe.
-func (l *slidingLog) spans(s *logState, slot int64) (tight, safe booking) {
+func (l *slidingLog) spans(s *logState, slot int64) (tight, safe windowCount) {
 	runs := s.runs()
 	from, to := firstAfter(runs, slot-l.w), firstAfter(runs, slot)
-	sp := booking{lo: slot - l.w + 1, hi: slot, booked: l.limit}
+	sp := windowCount{lo: slot - l.w + 1, hi: slot, booked: l.limit}
 	if s.base == 0 || s.gone <= sp.lo-1 {
 		upTo := func(i int) int64 {
 			if i == 0 {
