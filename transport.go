@@ -571,7 +571,10 @@ func (c *call) book(ctx context.Context) error {
 		return c.refuse(&throttle.LimitError{Key: c.key, RetryAfter: r.Delay, Deadline: byDeadline})
 	}
 	c.recorded = c.costs == nil && c.t.upstream != nil && l == c.t.limiter
-	if c.t.learner != nil {
+	if c.t.learner != nil && r.Delay > 0 {
+		// A unit due at once is sent as soon as it is booked: its
+		// lateness (0) needs no clock read (goal: ≤ 1µs overhead per
+		// request, bench/micro).
 		c.due = time.Since(c.t.epoch) + r.Delay
 	}
 	var start time.Duration
