@@ -102,13 +102,10 @@ func (t *Transport) follow() {
 	t.configured = configured
 	t.learner, _ = configured.(throttle.Learner)
 	switch configured.(type) {
-	case *throttle.TokenBucket, *throttle.LeakyBucket:
-		// Each learns its key's rate from refusals (throttle/learnrate.go),
-		// and its headroom when it follows the path.
-		t.inMemory = true
-	case *throttle.SlidingWindow, *throttle.FixedWindow:
-		// Each learns its key's limit from refusals
-		// (throttle/learnlimit.go).
+	case *throttle.TokenBucket, *throttle.LeakyBucket, *throttle.SlidingWindow, *throttle.FixedWindow:
+		// A bucket learns its key's rate from refusals
+		// (throttle/learnrate.go), and its headroom when it follows the
+		// path; a window its key's limit (throttle/learnlimit.go).
 		t.inMemory = true
 	}
 	_, t.spends = configured.(*throttle.Adaptive)

@@ -142,7 +142,7 @@ func learnLimit[S any, A window[S]](e *engine[S, A], key string, o Outcome) {
 		return // a full limiter: the answer teaches nothing
 	}
 	defer ks.mu.Unlock()
-	slot := min(refusedSlot(now, o), now)
+	slot := refusedSlot(now, o)
 	tight, safe := e.alg.spans(&ks.s, slot)
 	e.alg.learnedOf(&ks.s).refuse(now, slot, int64(o.N), tight, safe, e.alg.configured())
 }
