@@ -289,7 +289,7 @@ func (m *Middleware) writeHeaders(ctx context.Context, h http.Header, key string
 		now = m.now()
 	}
 	var buf [maxLimits]state
-	ss := p.states(ctx, key, o.remaining, now, buf[:0])
+	ss := p.states(ctx, key, o.remaining, now, m.xStyle == ResetEpoch, buf[:0])
 
 	f := new(fieldValues)
 	b := p.appendField(f.b[:0], ss)

@@ -50,19 +50,23 @@ type limit struct {
 //
 // What the headers state, per limit:
 //
-//   - token bucket (rate r, burst B): q=B per w=B/r; r is what is left of
-//     the burst, and t the time until the bucket is full again. Since t
-//     and w are whole seconds, a client that follows the headers gets at
-//     most B per second: give the bucket a burst of at least a second's
-//     worth of its rate when clients are to use all of it;
+//   - token bucket (rate r, burst B): w is the time the bucket takes to
+//     refill its burst, in whole seconds rounded up, and q what it refills
+//     in w (20 a second with a burst of 10: q=20;w=1); r is what is left
+//     of the burst, and t the time until the bucket is full again. Since
+//     t is whole seconds, a client that waits for it with nothing left
+//     gets at most B per second: give the bucket a burst of at least a
+//     second's worth of its rate when clients are to use all of it;
 //   - fixed window: q=limit per w=window; t is the time to the window's
 //     end, on a grid aligned to the Unix epoch (a window moved with
 //     WithWindowOffset is not supported: its t would be wrong);
-//   - sliding window (exact log): q=limit per w=window; t is a window,
-//     after which everything counted now has left it;
-//   - sliding window counter: q=limit per w=2×window, since its estimate
-//     still counts a unit until the window after the one it fell in has
-//     passed, and t is 2×window for the same reason.
+//   - sliding window (exact log): q=limit per w=window; t is when its
+//     oldest counted unit leaves;
+//   - sliding window counter: q=limit per w=window; t is the end of its
+//     grid's window, as go-chi/httprate states it. With nothing left, t is
+//     when a unit comes back; with WithXRateLimit(ResetEpoch), the first
+//     end of a window of its grid at which one has, so that every epoch
+//     stated names an end of its grid.
 //
 // A Redis window's grid follows the Redis server's clock while t is
 // measured on this process's clock: keep them in sync (NTP), as any
@@ -171,10 +175,11 @@ type returner interface {
 }
 
 // reset returns the t stated for l when remaining units of it are left
-// at now (see Describe for what it means for each kind). A client that
-// sends remaining units more before it is never refused, and one that
-// waits for it with none left is admitted.
-func (l *limit) reset(ctx context.Context, key string, remaining int, now time.Time) time.Duration {
+// at now (see Describe for what it means for each kind); grid says it is
+// stated as an epoch. A client that sends remaining units more before it
+// is never refused, and one that waits for it with none left is
+// admitted.
+func (l *limit) reset(ctx context.Context, key string, remaining int, now time.Time, grid bool) time.Duration {
 	switch l.kind {
 	case kindBucket:
 		return time.Duration(max(l.size-remaining, 0)) * l.step
@@ -199,10 +204,15 @@ func (l *limit) reset(ctx context.Context, key string, remaining int, now time.T
 		// surely empty, and a client that ran out waited that long (the
 		// README recipe, a counter of 100 per 5 s: 2.1–2.6× the
 		// minimum). With nothing left, a window spent in full still
-		// weighs on the next one at its start: then t is the first end
-		// of a window at which a unit has come back, so that a client
-		// that waits for it is admitted. An end off the grid read as a
-		// window that moved, and met 429s (x epoch, 32 goroutines).
+		// weighs on the next one at its start, so its end is no answer:
+		// t is when a unit comes back ("until additional quota is made
+		// available", as for the log). Stated as an epoch, it is the
+		// first end of a window at which one has: an end off the grid
+		// read as a window that moved, and met 429s (x epoch, 32
+		// goroutines). grid says which. The first end with a unit back
+		// was t for every dialect, and the recipe stating IETF fields
+		// or delays waited up to two windows for a unit back in 50 ms:
+		// 1.7× the minimum (TestRecipeMeetsTheGoals).
 		end := l.windowEnd(now)
 		if remaining > 0 {
 			return end
@@ -214,6 +224,9 @@ func (l *limit) reset(ctx context.Context, key string, remaining int, now time.T
 		ks, err := in.Inspect(ctx, key)
 		if err != nil {
 			return end + l.step
+		}
+		if !grid {
+			return max(ks.Next, 0)
 		}
 		if ks.Next > end {
 			end += (ks.Next - end + l.step - 1) / l.step * l.step
@@ -247,8 +260,9 @@ const maxLimits = 4
 // limit has at least that many, so stating it for each is never untrue.
 // When it is 0, the limits that can be inspected are, so that an exhausted
 // burst does not claim an exhausted daily quota: a client pauses on a
-// remaining of 0 until its reset.
-func (p *Policies) states(ctx context.Context, key string, remaining int, now time.Time, dst []state) []state {
+// remaining of 0 until its reset. grid says the resets are stated as
+// epochs (see limit.reset).
+func (p *Policies) states(ctx context.Context, key string, remaining int, now time.Time, grid bool, dst []state) []state {
 	for i := range p.limits {
 		l := &p.limits[i]
 		r := remaining
@@ -259,7 +273,7 @@ func (p *Policies) states(ctx context.Context, key string, remaining int, now ti
 				}
 			}
 		}
-		dst = append(dst, state{remaining: r, reset: l.reset(ctx, key, r, now)})
+		dst = append(dst, state{remaining: r, reset: l.reset(ctx, key, r, now, grid)})
 	}
 	return dst
 }

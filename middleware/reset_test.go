@@ -16,9 +16,10 @@ import (
 // TestStatedResetsFollowWhatComesBack checks the policy and the t stated
 // for the limits whose units come back before they are full again: a
 // sliding log's t is when its oldest unit leaves, a sliding counter's the
-// end of its grid's window (or, with nothing left, the first end at which
-// a unit has come back), and a bucket's quota is what it refills per
-// window. Each send is a step of give: sleep, then sends requests.
+// end of its grid's window (or, with nothing left, when a unit comes
+// back; stated as an epoch, the first end at which one has), and a
+// bucket's quota is what it refills per window. Each send is a step of
+// give: sleep, then sends requests.
 func TestStatedResetsFollowWhatComesBack(t *testing.T) {
 	type step struct {
 		sleep time.Duration
@@ -27,9 +28,11 @@ func TestStatedResetsFollowWhatComesBack(t *testing.T) {
 	tests := []struct {
 		name       string
 		give       func() throttle.Limiter
+		giveOpts   []middleware.Option
 		giveSteps  []step
 		wantField  string
 		wantPolicy string
+		wantReset  string // X-RateLimit-Reset, when giveOpts asks for it
 	}{
 		{
 			name:       "sliding log, units spread",
@@ -54,21 +57,31 @@ func TestStatedResetsFollowWhatComesBack(t *testing.T) {
 		},
 		{
 			// Spent in full 50 s into its window: at the next window's
-			// start it still weighs 10, and a unit comes back 6 s in;
-			// the first end after that is 70 s away.
+			// start it still weighs 10, and a unit comes back 6 s in.
 			name:       "sliding counter, spent",
 			give:       func() throttle.Limiter { return must(throttle.NewSlidingWindowCounter(10, time.Minute)) },
 			giveSteps:  []step{{sleep: 50 * time.Second, sends: 10}},
-			wantField:  `"sliding";r=0;t=70`,
+			wantField:  `"sliding";r=0;t=16`,
 			wantPolicy: `"sliding";q=10;w=60`,
 		},
 		{
+			// As an epoch, the first end of a window after the unit
+			// comes back: 70 s away, at 120 s past midnight.
+			name:       "sliding counter, spent, stated as an epoch",
+			give:       func() throttle.Limiter { return must(throttle.NewSlidingWindowCounter(10, time.Minute)) },
+			giveOpts:   []middleware.Option{middleware.WithXRateLimit(middleware.ResetEpoch)},
+			giveSteps:  []step{{sleep: 50 * time.Second, sends: 10}},
+			wantField:  `"sliding";r=0;t=70`,
+			wantPolicy: `"sliding";q=10;w=60`,
+			wantReset:  "946684920",
+		},
+		{
 			// Half way into the next window the first weighs 5: 5 more
-			// spend it, and a unit comes back within this window.
+			// spend it, and a unit comes back 6 s later, when it weighs 4.
 			name:       "sliding counter, spent with a unit back before its end",
 			give:       func() throttle.Limiter { return must(throttle.NewSlidingWindowCounter(10, time.Minute)) },
 			giveSteps:  []step{{sends: 10}, {sleep: 90 * time.Second, sends: 5}},
-			wantField:  `"sliding";r=0;t=30`,
+			wantField:  `"sliding";r=0;t=6`,
 			wantPolicy: `"sliding";q=10;w=60`,
 		},
 		{
@@ -82,7 +95,7 @@ func TestStatedResetsFollowWhatComesBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := middleware.New(tt.give()).Wrap(okHandler) // the bubble starts at midnight UTC
+				h := middleware.New(tt.give(), tt.giveOpts...).Wrap(okHandler) // the bubble starts at midnight UTC
 				var resp *http.Response
 				for _, s := range tt.giveSteps {
 					time.Sleep(s.sleep)
@@ -93,6 +106,7 @@ func TestStatedResetsFollowWhatComesBack(t *testing.T) {
 				}
 				assert.Equal(t, tt.wantField, resp.Header.Get("RateLimit"))
 				assert.Equal(t, tt.wantPolicy, resp.Header.Get("RateLimit-Policy"))
+				assert.Equal(t, tt.wantReset, resp.Header.Get("X-RateLimit-Reset"))
 			})
 		})
 	}
