@@ -515,7 +515,9 @@ type statedQuota struct {
 	latency   int64 // the latest answer's latency, or 0
 	holding   int64 // when the current span of holds began, or MinInt64 (hold.go)
 	raw       int   // the remaining last stated, before units in flight are taken off
-	sliding   bool  // remaining grew within a window: it refills before the reset
+	okRaw     int   // the remaining the latest admitted answer of this window stated, or -1
+	repeats   int   // admitted answers of this window that stated okRaw again
+	sliding   bool  // remaining grew or held within a window (refilled): it refills before the reset
 	named     named // the answers in order that stated the latest reset (bucketlike.go)
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
 	heardAt   int64 // when the answer that set left arrived
@@ -736,7 +738,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	i := slices.IndexFunc(k.quotas, func(q statedQuota) bool { return q.name == s.Name })
 	if i < 0 {
-		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64, holding: math.MinInt64, probeAt: math.MinInt64})
+		k.quotas = append(k.quotas, statedQuota{name: s.Name, limit: -1, reset: math.MinInt64, sent: math.MinInt64, stamp: math.MinInt64, probed: math.MinInt64, holding: math.MinInt64, probeAt: math.MinInt64, okRaw: -1})
 		i = len(k.quotas) - 1
 	}
 	q := &k.quotas[i]
@@ -856,6 +858,12 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// with holds on booked units, "out of order, IETF" of
 		// TestAcceptanceDialectsShapeThePace met 9 429s.
 		grew := s.Remaining > q.raw && q.raw >= 0
+		if !q.sliding && q.refilled(s, a, p) {
+			// The pace after the reset, taken for a fixed window's, starts
+			// now instead: the next unit comes back a spacing from now.
+			q.sliding = true
+			q.tat = now + q.spacing()
+		}
 		switch {
 		case sent != math.MinInt64 && sent > q.sent && !(grew && q.noRefill):
 			if grew {
@@ -882,6 +890,10 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			}
 		}
 		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = reset, left, precision, sent, s.Remaining, now, reset-now, 0
+		q.okRaw, q.repeats = -1, 0
+		if a.ok {
+			q.okRaw = s.Remaining
+		}
 		q.holding = math.MinInt64
 	default:
 		return true // stale: a window that has already reset
@@ -896,6 +908,33 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.expires = now + maxHold
 	return true
+}
+
+// refilled reports whether s, an answer within q's window, shows that
+// window refilling before its reset: admitted, it states what is left as
+// the admitted answer before it did, the third time in the window, and
+// more than 0. An upstream that counts a request takes a unit off what it
+// states for the next, in whatever order the answers arrive, until its
+// window resets; one that states the same again got a unit back. That is
+// a sliding counter paced at its decay, which states its reset as its
+// window's end: held to it, the README recipe against one stating IETF
+// fields waited there for units that came back all along (1.7× the
+// minimum). Twice, not once, for an upstream that states a request it did
+// not count. Not at 0: a sliding log at its pace leaves 0 on every answer
+// and states when its oldest unit leaves, before which nothing comes
+// back; paced through it, the recipe met a 429 after each "0 left".
+// Windows no longer than twice the reset's precision are left out: there,
+// the next window's answers read as this one's.
+func (q *statedQuota) refilled(s Statement, a arrival, p int64) bool {
+	if !a.ok || s.Remaining <= 0 || q.noRefill || max(q.window, q.longest) <= 2*p {
+		return false
+	}
+	if s.Remaining != q.okRaw {
+		q.okRaw, q.repeats = s.Remaining, 0
+		return false
+	}
+	q.repeats++
+	return q.repeats >= 2
 }
 
 // cameBack reports whether s, answering a request sent after the one

@@ -442,3 +442,54 @@ func TestUpstreamCountsRequestsItDidNotBook(t *testing.T) {
 	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{Unbooked: 7, Latency: time.Millisecond, Statements: []throttle.Statement{s}}))
 	assert.Equal(t, 13, p.u.Stated("k")[0].Remaining, "the same for a window stated to the second")
 }
+
+// A remaining that holds within a window across admitted answers, in
+// whatever order they arrive, is a sliding window too: an upstream that
+// counts each request states one unit less for the next until its
+// window resets. A sliding counter paced at its decay states the same
+// remaining on every answer, and its reset is its window's end; the
+// third such answer marks it, and what follows is paced at its limit per
+// window, not held to the reset.
+func TestUpstreamPacesAWindowWhoseRemainingHolds(t *testing.T) {
+	tests := []struct {
+		name       string
+		giveLeft   []int // stated by admitted answers, 50 ms apart
+		wantDelays []time.Duration
+	}{
+		{
+			name:       "counted: one less each time, a fixed window as far as anyone knows",
+			giveLeft:   []int{4, 3, 2},
+			wantDelays: ms(0, 0, 2900),
+		},
+		{
+			name:       "twice the same: a request it may not have counted",
+			giveLeft:   []int{3, 2, 2},
+			wantDelays: ms(0, 0, 2900),
+		},
+		{
+			name:       "three times the same: it refills",
+			giveLeft:   []int{2, 2, 2},
+			wantDelays: []time.Duration{0, 0, (5*time.Second + 98) / 99}, // a unit of headroom below its limit
+		},
+		{
+			name:       "three times 0: nothing comes back before the reset",
+			giveLeft:   []int{0, 0, 0},
+			wantDelays: ms(2900, 2950, 3000),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newManualClock()
+			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+			require.NoError(t, err)
+			for i, left := range tt.giveLeft {
+				if i > 0 {
+					clk.Advance(50 * time.Millisecond)
+				}
+				// No latency: the order is unknown, as under testing/synctest.
+				require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Statements: []throttle.Statement{requests(100, left, 3*time.Second-time.Duration(i)*50*time.Millisecond, 5*time.Second)}}))
+			}
+			assert.Equal(t, tt.wantDelays, pacedDelays(t, u, 3))
+		})
+	}
+}
