@@ -341,14 +341,16 @@ func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, wo
 // books the units it lacks at t); a sliding log, 1.2–1.5×, now that t is
 // when its oldest unit leaves (2.0×, when t was a window), for the same
 // reason; a sliding counter, 1.02–1.09× stated as epochs (2.5×, when w
-// and t were two windows), and to 32 goroutines 1.14–1.17× as IETF fields
-// or delays: the first answer after its first window books the next
-// units at its reset, before the answers that show it refilling (the
-// same remaining, answer after answer) are in, and the configured
-// counter books nothing before them. To 4 goroutines it meets them
-// (1.022–1.028× in 30 runs; 1.7× when a counter with nothing left stated
+// and t were two windows), and 1.025–1.47× stating delays to 32
+// goroutines, where in some runs the record measures the counter as a
+// bucket refilling at a tenth of its rate (refill.go). It meets them
+// stating IETF fields (1.022–1.023× in 24 runs) and stating delays to 4
+// goroutines (1.023–1.028×): 1.7× when a counter with nothing left stated
 // the first end of its grid at which a unit has come back, up to two
-// windows, and the record held the rest of each window to its end).
+// windows, and the record held the rest of each window to its end; to 32
+// goroutines, 1.14× when the first answer after the first window booked
+// the next units at its reset before the answers that show it refilling
+// were in (hold.go, holdAhead).
 func TestRecipeMeetsTheGoals(t *testing.T) {
 	algo := func(name string) recipeAlgo {
 		for _, a := range recipeAlgos {
@@ -384,7 +386,7 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 		{giveAlgo: "fixed window aligned", giveDialect: "429 only"},
 		{giveAlgo: "fixed window aligned", giveDialect: "x delta", giveWorkers: []int{4}},
 		{giveAlgo: "sliding log", giveDialect: "429 only"},
-		{giveAlgo: "sliding counter", giveDialect: "ietf", giveWorkers: []int{4}},
+		{giveAlgo: "sliding counter", giveDialect: "ietf"},
 		{giveAlgo: "sliding counter", giveDialect: "x delta", giveWorkers: []int{4}},
 		{giveAlgo: "token bucket", giveDialect: "ietf", giveWorkers: []int{32}},
 	}

@@ -517,6 +517,7 @@ type statedQuota struct {
 	raw       int   // the remaining last stated, before units in flight are taken off
 	okRaw     int   // the remaining the latest admitted answer of this window stated, or -1
 	repeats   int   // admitted answers of this window that stated okRaw again
+	admitted  int   // admitted answers of this window (hold.go: holdAhead)
 	sliding   bool  // remaining grew or held within a window (refilled): it refills before the reset
 	named     named // the answers in order that stated the latest reset (bucketlike.go)
 	sent      int64 // when the request whose answer set left was sent, or MinInt64
@@ -858,6 +859,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// with holds on booked units, "out of order, IETF" of
 		// TestAcceptanceDialectsShapeThePace met 9 429s.
 		grew := s.Remaining > q.raw && q.raw >= 0
+		if a.ok {
+			q.admitted++
+		}
 		if !q.sliding && q.refilled(s, a, p) {
 			// The pace after the reset, taken for a fixed window's, starts
 			// now instead: the next unit comes back a spacing from now.
@@ -890,9 +894,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			}
 		}
 		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = reset, left, precision, sent, s.Remaining, now, reset-now, 0
-		q.okRaw, q.repeats = -1, 0
+		q.okRaw, q.repeats, q.admitted = -1, 0, 0
 		if a.ok {
-			q.okRaw = s.Remaining
+			q.okRaw, q.admitted = s.Remaining, 1
 		}
 		q.holding = math.MinInt64
 	default:
@@ -926,7 +930,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 // Windows no longer than twice the reset's precision are left out: there,
 // the next window's answers read as this one's.
 func (q *statedQuota) refilled(s Statement, a arrival, p int64) bool {
-	if !a.ok || s.Remaining <= 0 || q.noRefill || max(q.window, q.longest) <= 2*p {
+	if !a.ok || s.Remaining <= 0 || !q.mayRefill(p) {
 		return false
 	}
 	if s.Remaining != q.okRaw {
@@ -935,6 +939,13 @@ func (q *statedQuota) refilled(s Statement, a arrival, p int64) bool {
 	}
 	q.repeats++
 	return q.repeats >= 2
+}
+
+// mayRefill reports whether q's answers can show its window refilling
+// before its reset (see refilled): it is not known to return only at its
+// reset, and its window is longer than twice the precision p.
+func (q *statedQuota) mayRefill(p int64) bool {
+	return !q.noRefill && max(q.window, q.longest) > 2*p
 }
 
 // cameBack reports whether s, answering a request sent after the one
