@@ -202,7 +202,7 @@ type block struct {
 	next, k                     int
 	first, tat, interval, burst int64
 	off                         int64
-	grace                       int64 // ns a slot may be handed out late
+	grace                       int64 // ns a slot may be handed out late: the span (off is late by the trip already)
 	epoch, shifted, seq, before int64
 	ps                          *pauseState
 }
@@ -635,7 +635,7 @@ func (l *leases) renew(kl *keyLease, ks []string, want int, after, horizon int64
 	if err == nil {
 		var bl *block
 		var spent, live int64
-		if bl, spent, live, err = l.parse(v, sent, arrived); err == nil {
+		if bl, spent, live, err = l.parse(v, arrived); err == nil {
 			l.file(kl, ks, bl, spent, live, arrived)
 			return
 		}
@@ -684,7 +684,7 @@ func (kl *keyLease) lastSlot() int64 {
 
 // parse reads a lease reply: the block (k 0 when empty), how long until a
 // unit fits when empty (ns), and the live processes.
-func (l *leases) parse(v any, sent, arrived int64) (*block, int64, int64, error) {
+func (l *leases) parse(v any, arrived int64) (*block, int64, int64, error) {
 	a, err := array(v, 11, "lease")
 	if err != nil {
 		return nil, 0, 0, err
@@ -696,7 +696,7 @@ func (l *leases) parse(v any, sent, arrived int64) (*block, int64, int64, error)
 	lim := l.b.limits[0]
 	bl := &block{
 		k: int(f[0]), first: f[6], tat: f[7]*1000 - f[10], interval: lim.nanos(), burst: lim.burst,
-		off: arrived - f[5]*1000, grace: arrived - sent + l.span,
+		off: arrived - f[5]*1000, grace: l.span,
 		epoch: f[3], shifted: f[4], seq: f[8], before: f[9],
 	}
 	return bl, f[1] * 1000, f[2], nil
