@@ -154,7 +154,8 @@ func (q *statedQuota) untoldRefill(from int64, n int) bool {
 // holdAhead returns how long a booking of n units of q's unit must wait
 // for the first of the units booked here before q's latest statement,
 // due after it arrived and before q's reset, to be answered, or 0 when
-// the shortfall is not theirs.
+// the shortfall is not theirs, or when that answer is later than two
+// answers' latency past its due time.
 func (k *statedKey) holdAhead(q *statedQuota, now int64, n int) int64 {
 	ahead, first := 0, int64(math.MaxInt64)
 	for i := range k.flight {
@@ -164,10 +165,11 @@ func (k *statedKey) holdAhead(q *statedQuota, now int64, n int) int64 {
 			first = min(first, due)
 		}
 	}
-	if ahead == 0 || q.left+ahead < n {
-		return 0
+	wait := max(q.latency, int64(minHoldStep)) // for its answer
+	if ahead == 0 || q.left+ahead < n || now-first > max(2*wait, int64(minHoldSpan)) {
+		return 0 // its answer is late (a hung upstream): hold no longer
 	}
-	return min(max(first-now, 0)+max(q.latency, int64(minHoldStep)), q.reset-now)
+	return min(max(first-now, 0)+wait, q.reset-now)
 }
 
 // unbookedOf returns the units of unit that unbooked requests in flight

@@ -137,3 +137,45 @@ func TestWaitWaitsOutAHold(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A window not yet told refilling whose new statement leaves less than
+// the units booked ahead of it may be a sliding counter, whose answers to
+// those units will say so: a booking they would push past the reset is
+// held until the first of them is answered, not booked there for good.
+// An answer later than two answers' latency past its due time (a hung
+// upstream) holds nothing longer: the booking goes past the reset.
+func TestUpstreamHoldsForTheAnswersThatTellARefill(t *testing.T) {
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	learn := func(remaining int, reset time.Duration) {
+		t.Helper()
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(100, remaining, reset, 5*time.Second)}}))
+	}
+	reserve := func() *throttle.Reservation {
+		t.Helper()
+		r, err := u.Reserve(ctx, "k", 1, -1)
+		require.NoError(t, err)
+		return r
+	}
+	learn(0, 4*time.Second) // a window of 100 per 5 s, spent
+	first, second := reserve(), reserve()
+	require.True(t, first.OK)
+	require.True(t, second.OK)
+	require.Equal(t, 4*time.Second, first.Delay, "at the reset")
+	require.Greater(t, second.Delay, 4*time.Second, "paced after it")
+
+	clk.Advance(4 * time.Second)
+	learn(1, 5*time.Second) // the first unit's answer: a new window with 1 left, and the second unit due before its reset
+	r := reserve()
+	require.False(t, r.OK)
+	require.True(t, r.Held(), "1 left less the unit ahead: past the reset only because of it")
+	assert.Equal(t, second.Delay-4*time.Second+10*time.Millisecond, r.Delay, "until the unit ahead is answered")
+	assert.Equal(t, 0, u.Stated("k")[0].Remaining, "a hold takes nothing")
+
+	clk.Advance(second.Delay - 4*time.Second + 21*time.Millisecond) // its answer is 11 ms late
+	r = reserve()
+	require.True(t, r.OK, "a hung answer holds nothing longer")
+	assert.Greater(t, r.Delay, 4*time.Second, "past the new reset")
+}
