@@ -145,9 +145,7 @@ func TestWaitWaitsOutAHold(t *testing.T) {
 // An answer later than two answers' latency past its due time (a hung
 // upstream) holds nothing longer: the booking goes past the reset.
 func TestUpstreamHoldsForTheAnswersThatTellARefill(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	learn := func(remaining int, reset time.Duration) {
 		t.Helper()

@@ -31,6 +31,15 @@ type manualClock struct {
 
 func newManualClock() *manualClock { return &manualClock{t: epoch()} }
 
+// clockedUpstream returns a record on a manual clock, and the clock.
+func clockedUpstream(t *testing.T) (*manualClock, *throttle.Upstream) {
+	t.Helper()
+	clk := newManualClock()
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	return clk, u
+}
+
 // Now returns the clock's time.
 func (c *manualClock) Now() time.Time {
 	c.mu.Lock()

@@ -36,9 +36,7 @@ func TestUpstreamAloneTellsAWindowByItsRefill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			clk, u := clockedUpstream(t)
 			learn := func(ok bool, remaining int, latency time.Duration) {
 				t.Helper()
 				require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Throttled: !ok, Latency: latency,

@@ -29,9 +29,7 @@ func TestUpstreamUnorderedAnswersCountOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			_, u := clockedUpstream(t)
 			ctx := context.Background()
 			assert.Equal(t, ms(0, 0, 0, 0), delays(t, u, 4), "four in flight")
 			// The last handled is answered first: 4 left of 10 (a

@@ -33,9 +33,7 @@ func requireHeld(t *testing.T, r *throttle.Reservation, d time.Duration) {
 // before, stating remaining of a quota of 9 whose reset is "within a
 // second".
 func vagueRecord(t *testing.T) (*throttle.Upstream, *manualClock, func(ok bool, remaining int)) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	return u, clk, func(ok bool, remaining int) {
 		t.Helper()
 		require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Throttled: !ok, Latency: 10 * time.Millisecond,
@@ -102,9 +100,7 @@ func TestUpstreamAloneProbesAWindowOnce(t *testing.T) {
 // flight counts, so the key is never held for good; and with nothing in
 // flight, at least one unit goes, to hear a new statement.
 func TestUpstreamAloneNeverHoldsForGood(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Unbooked: 31, Latency: 10 * time.Millisecond,
 		Statements: []throttle.Statement{requests(9, 0, time.Second, 0)}}))
 	assert.Equal(t, 0, reserveOne(t, u).Remaining)
@@ -116,9 +112,7 @@ func TestUpstreamAloneNeverHoldsForGood(t *testing.T) {
 // Without a wait allowed, a unit the record would hold is refused, and
 // the refusal says how long the hold would have been.
 func TestUpstreamAloneRefusesWhatItWouldHold(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Latency: 10 * time.Millisecond,
 		Statements: []throttle.Statement{requests(9, 0, time.Second, 0)}}))
 	r, err := u.Reserve(context.Background(), "k", 1, 0)

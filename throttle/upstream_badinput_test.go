@@ -30,9 +30,7 @@ func TestUpstreamAfterHuge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			clk, u := clockedUpstream(t)
 			clk.Advance(time.Second)
 			r, err := tt.reserve(u)
 			require.NoError(t, err)
@@ -175,9 +173,7 @@ func TestUpstreamLearnedWindowAtMostMaxHold(t *testing.T) {
 // stated empty for 6m0s neither goes at once nor leaves the bucket full
 // for the next one: its refill time overflowed to a large negative one.
 func TestUpstreamHugeCostNotFree(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	empty := throttle.Statement{Unit: "tokens", Limit: 1000, Remaining: 0, Reset: 6 * time.Minute, Refills: true}
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{empty}}))
@@ -194,9 +190,7 @@ func TestUpstreamHugeCostNotFree(t *testing.T) {
 // window): the record keeps to the limit, and says so
 // (found by FuzzUpstream: Stated 2 left of 1).
 func TestUpstreamRemainingAtMostLimit(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{
 		{Limit: 1, Remaining: 0, Reset: 480 * time.Millisecond, Refills: true},
@@ -236,9 +230,7 @@ func TestUpstreamRemainingAtMostLimit(t *testing.T) {
 // remaining stays "not stated" (-1) in Stated once units are booked on
 // it; it said MaxInt−1 left of 1 (FuzzUpstream/eea503ea9f0802b6).
 func TestUpstreamStatedUnknownRemaining(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{{Limit: 1, Remaining: -1, Reset: 480 * time.Millisecond}}}))
 	r, err := u.Reserve(ctx, "k", 1, 0)

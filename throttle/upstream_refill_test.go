@@ -51,9 +51,7 @@ func TestUpstreamRefillingQuota(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			_, u := clockedUpstream(t)
 			require.NoError(t, u.Learn(context.Background(), "k", throttle.Outcome{Statements: []throttle.Statement{tt.giveStated}}))
 			var got []time.Duration
 			for _, n := range tt.giveCosts {
@@ -68,9 +66,7 @@ func TestUpstreamRefillingQuota(t *testing.T) {
 // units it has seen are not taken twice; and Reserve, which books only
 // requests, is not held back by a quota in tokens.
 func TestUpstreamRefillingQuotaInFlight(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	// Establish a period of 1 s for 1000 tokens.
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{outputTokens(1000, 500, 500*time.Millisecond)}}))
@@ -104,9 +100,7 @@ func TestUpstreamRefillingQuotaInFlight(t *testing.T) {
 
 // Of two answers, the one for the request sent later wins.
 func TestUpstreamRefillingQuotaOutOfOrder(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	clk.Advance(time.Second)
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 100 * time.Millisecond,

@@ -51,9 +51,7 @@ func TestUpstreamStatementSeesNothingInFlight(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			clk, u := clockedUpstream(t)
 			// A period of 10 s: full, less one unit, in a second.
 			require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requestsBucket(9, time.Second)}}))
 			for _, at := range tt.giveSlots {

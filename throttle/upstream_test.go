@@ -164,9 +164,7 @@ func TestUpstreamBooksWhatIsStated(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			_, u := clockedUpstream(t)
 			for _, o := range tt.giveStated {
 				require.NoError(t, u.Learn(context.Background(), "k", o))
 			}
@@ -178,9 +176,7 @@ func TestUpstreamBooksWhatIsStated(t *testing.T) {
 // Units in flight (booked, not yet answered) count against what a later
 // statement says is left, and stop counting once answered.
 func TestUpstreamCountsUnitsInFlight(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	assert.Equal(t, ms(0, 0, 0), delays(t, u, 3), "three in flight")
 
@@ -191,9 +187,7 @@ func TestUpstreamCountsUnitsInFlight(t *testing.T) {
 // A statement never moves units booked before it: remaining 0 holds back
 // only new bookings.
 func TestUpstreamNeverMovesBookedUnits(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(1, 0, 200*time.Millisecond, time.Second)}}))
 	r, err := u.Reserve(ctx, "k", 1, -1)
@@ -207,9 +201,7 @@ func TestUpstreamNeverMovesBookedUnits(t *testing.T) {
 }
 
 func TestUpstreamCancelGivesBack(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(2, 1, 300*time.Millisecond, time.Second)}}))
 	r1, err := u.Reserve(ctx, "k", 1, -1)
@@ -224,9 +216,7 @@ func TestUpstreamCancelGivesBack(t *testing.T) {
 }
 
 func TestUpstreamPauseShiftsBookings(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	_, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(4, 0, 100*time.Millisecond, time.Second)}}))
 	r, err := u.Reserve(ctx, "k", 1, -1)
@@ -242,9 +232,7 @@ func TestUpstreamPauseShiftsBookings(t *testing.T) {
 }
 
 func TestUpstreamLearnsTheWindowFromResets(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Statements: []throttle.Statement{requests(4, 4, 100*time.Millisecond, 0)}}))
 	clk.Advance(200 * time.Millisecond)
@@ -257,9 +245,7 @@ func TestUpstreamLearnsTheWindowFromResets(t *testing.T) {
 }
 
 func TestUpstreamStated(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	assert.Nil(t, u.Stated("k"))
 	tokens := throttle.Statement{Name: "tokens", Unit: "tokens", Limit: 1000, Remaining: 10, Reset: time.Second}
@@ -320,9 +306,7 @@ func TestNewUpstreamBadOptions(t *testing.T) {
 // Units booked after the reset count in the next window, not against
 // what a statement says is left before the reset.
 func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: time.Millisecond, Statements: []throttle.Statement{requests(4, 2, 500*time.Millisecond, time.Second)}}))
 	require.Equal(t, ms(0, 0, 500, 750, 1000), delays(t, u, 5))
@@ -337,9 +321,7 @@ func TestUpstreamCountsOnlyUnitsBeforeTheReset(t *testing.T) {
 // Resets stated as instants are window boundaries: the window learned
 // from two of them paces units after the reset.
 func TestUpstreamPacesAtALearnedWindowOfAbsoluteResets(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	first, second := requests(4, 4, 100*time.Millisecond, 0), requests(4, 0, 1900*time.Millisecond, 0)
 	first.Absolute, second.Absolute = true, true
@@ -353,9 +335,7 @@ func TestUpstreamPacesAtALearnedWindowOfAbsoluteResets(t *testing.T) {
 // sliding window: once what it states is spent, units are paced at its
 // limit per window instead of waiting for the reset.
 func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	learn := func(remaining int, reset time.Duration) {
 		t.Helper()
@@ -376,9 +356,7 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 // as "within a second", to the second: it says nothing about when. (With
 // nothing beside it, the record paces such a bucket itself: unpaced_test.go.)
 func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
-	clk := newManualClock()
-	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-	require.NoError(t, err)
+	clk, u := clockedUpstream(t)
 	ctx := context.Background()
 	learn := func(remaining int) {
 		t.Helper()
@@ -479,9 +457,7 @@ func TestUpstreamPacesAWindowWhoseRemainingHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newManualClock()
-			u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
-			require.NoError(t, err)
+			clk, u := clockedUpstream(t)
 			for i, left := range tt.giveLeft {
 				if i > 0 {
 					clk.Advance(50 * time.Millisecond)
