@@ -914,10 +914,10 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	return true
 }
 
-// refilled reports whether s, an answer within q's window, shows that
-// window refilling before its reset: admitted, it states what is left as
-// the admitted answer before it did, the third time in the window, and
-// more than 0. An upstream that counts a request takes a unit off what it
+// refilled notes s, an answer within q's window, and reports whether it
+// shows that window refilling before its reset: admitted, it states what
+// is left as the admitted answer before it did, the third time in a row
+// in the window, and more than 0. An upstream that counts a request takes a unit off what it
 // states for the next, in whatever order the answers arrive, until its
 // window resets; one that states the same again got a unit back. That is
 // a sliding counter paced at its decay, which states its reset as its
