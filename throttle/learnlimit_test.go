@@ -40,8 +40,10 @@ var windows = []struct {
 // A window configured above the upstream's limit learns, from the
 // refusals, a limit the upstream admits, and keeps it: the README's
 // recipe 25% too high against an upstream that answers a bare 429
-// (recipe_upstreams_test.go). The upstream is a window of the same kind. Before the windows learned, each window of
-// the upstream refused again (a refusal in every one of the 10 windows).
+// (recipe_upstreams_test.go). The upstream is a window of the same
+// kind, and each refusal pauses the key for a second (sendThrough).
+// Before the windows learned, each window of the upstream refused again
+// (a refusal in every one of the 10 windows).
 func TestWindowLearnsLimitFromRefusals(t *testing.T) {
 	for _, w := range windows {
 		t.Run(w.name, func(t *testing.T) {

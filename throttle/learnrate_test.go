@@ -12,9 +12,9 @@ import (
 	"github.com/egress-go/egress/throttle"
 )
 
-// learningBucket is a limiter that learns from answers: a bucket its
+// learningLimiter is a limiter that learns from answers: a bucket its
 // key's rate, a window its key's limit.
-type learningBucket interface {
+type learningLimiter interface {
 	throttle.Limiter
 	throttle.Learner
 	throttle.Pauser
@@ -42,7 +42,7 @@ func steadyInterval(t *testing.T, l throttle.Limiter, key string, burst int) tim
 func TestBucketLearnsRateFromRefusals(t *testing.T) {
 	tests := []struct {
 		name         string
-		giveClient   func(t *testing.T) learningBucket
+		giveClient   func(t *testing.T) learningLimiter
 		giveUpstream func(t *testing.T) throttle.Allower
 		// wantMaxRefused bounds the refusals in 30 s, wantMinAdmitted
 		// what the upstream admitted (20/s for 30 s is 600, and a
@@ -51,21 +51,21 @@ func TestBucketLearnsRateFromRefusals(t *testing.T) {
 	}{
 		{
 			name:            "token bucket 25/s against 20/s, burst 10",
-			giveClient:      func(t *testing.T) learningBucket { return newTokenBucket(t, throttle.PerSecond(25), 10) },
+			giveClient:      func(t *testing.T) learningLimiter { return newTokenBucket(t, throttle.PerSecond(25), 10) },
 			giveUpstream:    func(t *testing.T) throttle.Allower { return newTokenBucket(t, throttle.PerSecond(20), 10) },
 			wantMaxRefused:  3,
 			wantMinAdmitted: 545, // the goal: at most 1.10× the time 600 take
 		},
 		{
 			name:            "leaky bucket 25/s against 20/s, capacity 4",
-			giveClient:      func(t *testing.T) learningBucket { return newLeakyBucket(t, throttle.PerSecond(25), 4) },
+			giveClient:      func(t *testing.T) learningLimiter { return newLeakyBucket(t, throttle.PerSecond(25), 4) },
 			giveUpstream:    func(t *testing.T) throttle.Allower { return newLeakyBucket(t, throttle.PerSecond(20), 4) },
 			wantMaxRefused:  3,
 			wantMinAdmitted: 545, // the goal: at most 1.10× the time 600 take
 		},
 		{
 			name:            "the published rate: nothing to learn",
-			giveClient:      func(t *testing.T) learningBucket { return newTokenBucket(t, throttle.PerSecond(20), 10) },
+			giveClient:      func(t *testing.T) learningLimiter { return newTokenBucket(t, throttle.PerSecond(20), 10) },
 			giveUpstream:    func(t *testing.T) throttle.Allower { return newTokenBucket(t, throttle.PerSecond(20), 10) },
 			wantMaxRefused:  0,
 			wantMinAdmitted: 600,
@@ -85,7 +85,7 @@ func TestBucketLearnsRateFromRefusals(t *testing.T) {
 // sendThrough sends one unit at a time through client to upstream for d,
 // telling client of every answer; each refusal pauses the key for a
 // second, as a 429's Retry-After does through a Transport.
-func sendThrough(t *testing.T, client learningBucket, upstream throttle.Allower, d time.Duration) (refused, admitted int) {
+func sendThrough(t *testing.T, client learningLimiter, upstream throttle.Allower, d time.Duration) (refused, admitted int) {
 	t.Helper()
 	ctx := context.Background()
 	for end := time.Now().Add(d); time.Now().Before(end); {
@@ -162,7 +162,7 @@ func TestBucketLearnedRateBound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
-				for _, l := range []learningBucket{
+				for _, l := range []learningLimiter{
 					newTokenBucket(t, throttle.PerSecond(25), tt.giveBurst),
 					newLeakyBucket(t, throttle.PerSecond(25), tt.giveBurst-1),
 				} {
