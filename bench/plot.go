@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -58,7 +59,7 @@ func (h *harness) plot(sc scenario, rows []row) error {
 		if i == len(ran)-1 {
 			p.X.Label.Text = "seconds since start"
 		}
-		p.Y.Label.Text = r.contender
+		p.Y.Label.Text = wrapLabel(r.contender, 24)
 		p.X.Min, p.X.Max = 0, end
 		p.Y.Min = 0
 		var pts plotter.XYs
@@ -99,6 +100,26 @@ func (h *harness) plot(sc scenario, rows []row) error {
 		return err
 	}
 	return f.Close()
+}
+
+// wrapLabel breaks s into lines of at most width bytes at spaces, so that
+// a long contender name fits beside its panel: drawn in one line, it was
+// taller than a lone panel, and the plot squashed to a sliver (6d).
+func wrapLabel(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, w := range strings.Fields(s) {
+		if i > 0 && line+1+len(w) > width {
+			b.WriteByte('\n')
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
 }
 
 // perBin counts arrivals per 100 ms since start.
