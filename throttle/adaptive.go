@@ -21,9 +21,19 @@ const (
 	adaptiveBeta = 0.7
 	// adaptiveProbe is the cubic probe above the target: the rate is
 	// target·(1 + probe·t³) t seconds after reaching it, so +1% after 10 s
-	// and +8% after 20 s. Slow enough that a probe costs a throttled
-	// answer per a few hundred requests at 10/s.
+	// and +8% after 20 s (t runs slower below adaptiveProbePace). Slow
+	// enough that a probe costs a throttled answer per a few hundred
+	// requests.
 	adaptiveProbe = 1e-5
+	// adaptiveProbePace is the rate, per second, below which the probe's
+	// clock runs slower, at rate/adaptiveProbePace, once a probe has
+	// found the limit (the last cut came after the first 3 s): a probe that finds it costs two or three throttled answers, so it
+	// must span some hundreds of units to keep them under 1%, and at
+	// 10/s the cubic's seconds held only 250 (a simulated bucket of
+	// burst 1, 60 s: 1.0-2.0% throttled after 5 s; with the slower clock
+	// 0.0-0.6%). Before that, the normal clock corrects an estimate that
+	// the first second's cuts set too low.
+	adaptiveProbePace = 25.0
 	// adaptiveRegain is the part of the second margin that an estimate
 	// from the first second's cuts (see cut) gives back after a second at
 	// it without a throttled answer: the target goes from 90.25% to 92.6%
@@ -171,8 +181,9 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     without a throttled answer, half of the second margin comes back.
 //   - On admitted answers it climbs back to the rate of the last cut within
 //     about half a second, then probes above it along a slow cubic (+1%
-//     after 10 s, +8% after 20 s), so that a probe costs a throttled answer
-//     per few hundred units, and a limit that grew is found. Until a cut
+//     after 10 s, +8% after 20 s; below 25/s slower, in proportion, once
+//     a probe has found the limit), so that a probe costs a throttled
+//     answer per few hundred units, and a limit that grew is found. Until a cut
 //     measured what was admitted, it doubles each second. It never climbs
 //     more than 20% above what was admitted in the last second (AWS caps
 //     at twice the measured rate): units booked at a slower rate may still
@@ -1117,6 +1128,11 @@ func (a *Adaptive) climb(k *adaptiveKey, now int64) {
 		k.probe = now
 	case k.stated <= now:
 		t := float64(now-k.probe) / 1e9
+		if k.cutTat-k.first > int64(adaptiveBuckets*adaptiveBucket) {
+			// The last cut came after the first storm: a probe found
+			// the limit, and the next one costs as much.
+			t *= min(1, target/adaptiveProbePace)
+		}
 		rate = max(rate, target*(1+adaptiveProbe*t*t*t))
 	}
 	// Grow only on evidence: at most a little above what the upstream

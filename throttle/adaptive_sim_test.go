@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,33 @@ func TestAdaptiveFindsHiddenLimit(t *testing.T) {
 			assert.GreaterOrEqual(t, utilization, 0.9, "utilization")
 			assert.LessOrEqual(t, refused, 0.01, "throttled answers")
 		})
+	}
+}
+
+// TestAdaptiveProbesRarelyAtLowRates holds the steady state of a hidden
+// 10/s bucket of burst 1 to the goal of at most 1% throttled over a
+// minute, for wire jitter up to 8 ms: each probe that finds the limit
+// costs two or three throttled answers, so at 10/s a probe must span
+// some hundreds of units. On the cubic's clock alone they spanned ~250,
+// and 1.0-2.0% of the answers after 5 s were throttled.
+func TestAdaptiveProbesRarelyAtLowRates(t *testing.T) {
+	for _, way := range []time.Duration{time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			t.Run(fmt.Sprintf("jitter %v, draw %d", way, seed), func(t *testing.T) {
+				const run, settle = time.Minute, 5 * time.Second
+				res := simulate(simConfig{
+					hidden: 10, burst: 1, callers: 32, way: way, back: 2 * time.Millisecond,
+					run: run, seed: seed, ceiling: PerSecond(10_000),
+				})
+				admitted, throttled, lo, hi := res.after(settle)
+				utilization := float64(admitted) / (10 * (run - settle).Seconds())
+				refused := float64(throttled) / float64(admitted+throttled)
+				t.Logf("rate after %v in [%.2f, %.2f], utilization %.3f, throttled %.4f (%d of %d)",
+					settle, lo, hi, utilization, refused, throttled, admitted+throttled)
+				assert.LessOrEqual(t, refused, 0.01, "throttled answers")
+				assert.GreaterOrEqual(t, utilization, 0.9, "utilization")
+			})
+		}
 	}
 }
 

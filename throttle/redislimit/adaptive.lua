@@ -35,6 +35,7 @@
 local adaptiveTarget = 0.95
 local adaptiveBeta = 0.7
 local adaptiveProbe = 1e-5
+local adaptiveProbePace = 25
 local adaptiveRegain = 0.975
 local adaptiveClimb = 500000
 local adaptiveBucket = 100000
@@ -373,6 +374,12 @@ local function climb(t)
     k.probe = t
   elseif k.stated <= t then
     local s = (t - k.probe) / 1000000
+    -- the last cut came after the first storm, so a probe found the
+    -- limit: the next one runs on a slower clock below adaptiveProbePace
+    -- (see throttle/adaptive.go).
+    if k.cutTat - k.first > adaptiveBuckets * adaptiveBucket then
+      s = s * math.min(1, target / adaptiveProbePace)
+    end
     rate = math.max(rate, target * (1 + adaptiveProbe * s * s * s))
   end
   local lead = adaptiveLead
