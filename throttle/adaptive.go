@@ -27,11 +27,12 @@ const (
 	adaptiveProbe = 1e-5
 	// adaptiveProbePace is the rate, per second, below which the probe's
 	// clock runs slower, at rate/adaptiveProbePace, once a probe has
-	// found the limit (the last cut came after the first 3 s): a probe that finds it costs two or three throttled answers, so it
-	// must span some hundreds of units to keep them under 1%, and at
-	// 10/s the cubic's seconds held only 250 (a simulated bucket of
-	// burst 1, 60 s: 1.0-2.0% throttled after 5 s; with the slower clock
-	// 0.0-0.6%). Before that, the normal clock corrects an estimate that
+	// found the limit (the last cut came after the first 3 s): a probe
+	// that finds it costs two or three throttled answers, so it must
+	// span some hundreds of units to keep them under 1%, and at 10/s the
+	// cubic's seconds held only 250 (a simulated bucket of burst 1,
+	// 60 s: 1.0-2.0% throttled after 5 s; with the slower clock
+	// 0.4-1.0%). Before that, the normal clock corrects an estimate that
 	// the first second's cuts set too low.
 	adaptiveProbePace = 25.0
 	// adaptiveRegain is the part of the second margin that an estimate
@@ -183,8 +184,8 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     about half a second, then probes above it along a slow cubic (+1%
 //     after 10 s, +8% after 20 s; below 25/s slower, in proportion, once
 //     a probe has found the limit), so that a probe costs a throttled
-//     answer per few hundred units, and a limit that grew is found. Until a cut
-//     measured what was admitted, it doubles each second. It never climbs
+//     answer per few hundred units, and a limit that grew is found. Until
+//     a cut measured what was admitted, it doubles each second. It never climbs
 //     more than 20% above what was admitted in the last second (AWS caps
 //     at twice the measured rate): units booked at a slower rate may still
 //     be going out.
