@@ -185,10 +185,10 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     after 10 s, +8% after 20 s; below 25/s slower, in proportion, once
 //     a probe has found the limit), so that a probe costs a throttled
 //     answer per few hundred units, and a limit that grew is found. Until
-//     a cut measured what was admitted, it doubles each second. It never climbs
-//     more than 20% above what was admitted in the last second (AWS caps
-//     at twice the measured rate): units booked at a slower rate may still
-//     be going out.
+//     a cut measured what was admitted, it doubles each second. It never
+//     climbs more than 20% above what was admitted in the last second
+//     (AWS caps at twice the measured rate): units booked at a slower rate
+//     may still be going out.
 //   - After five calm seconds below a third of its best estimate (a
 //     storm of throttling is over), it returns to the best one. A limit
 //     that fell by less stays followed.

@@ -916,19 +916,19 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 
 // refilled notes s, an answer within q's window, and reports whether it
 // shows that window refilling before its reset: admitted, it states what
-// is left as the admitted answer before it did, the third time in a row
-// in the window, and more than 0. An upstream that counts a request takes a unit off what it
-// states for the next, in whatever order the answers arrive, until its
-// window resets; one that states the same again got a unit back. That is
-// a sliding counter paced at its decay, which states its reset as its
-// window's end: held to it, the README recipe against one stating IETF
-// fields waited there for units that came back all along (1.7× the
-// minimum). Twice, not once, for an upstream that states a request it did
-// not count. Not at 0: a sliding log at its pace leaves 0 on every answer
-// and states when its oldest unit leaves, before which nothing comes
-// back; paced through it, the recipe met a 429 after each "0 left".
-// Windows no longer than twice the reset's precision are left out: there,
-// the next window's answers read as this one's.
+// is left as the admitted answer before it did, the third time in a row in
+// the window, and more than 0. An upstream that counts a request takes a
+// unit off what it states for the next, in whatever order the answers
+// arrive, until its window resets; one that states the same again got a
+// unit back. That is a sliding counter paced at its decay, which states
+// its reset as its window's end: held to it, the README recipe against one
+// stating IETF fields waited there for units that came back all along
+// (1.7× the minimum). Twice, not once, for an upstream that states a
+// request it did not count. Not at 0: a sliding log at its pace leaves 0
+// on every answer and states when its oldest unit leaves, before which
+// nothing comes back; paced through it, the recipe met a 429 after each "0
+// left". Windows no longer than twice the reset's precision are left out:
+// there, the next window's answers read as this one's.
 func (q *statedQuota) refilled(s Statement, a arrival, p int64) bool {
 	if !a.ok || s.Remaining <= 0 || !q.mayRefill(p) {
 		return false
