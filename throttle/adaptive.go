@@ -938,20 +938,28 @@ func (k *adaptiveKey) admitted(now int64, span time.Duration) (rate, throttled f
 	if ok+thr == 0 {
 		return 0, 0
 	}
-	return float64(ok) / (float64(d) / 1e9), float64(thr) / float64(ok+thr)
+	// Per second of what the buckets counted cover: from the start of
+	// the first, or from the first answer, to now. Divided by the span
+	// asked for instead, a rate over the last second read up to a tenth
+	// high.
+	covered := now - max(from*int64(adaptiveBucket), k.first)
+	return float64(ok) / (float64(covered) / 1e9), float64(thr) / float64(ok+thr)
 }
 
 // sent returns how many answers per second came in the last span,
 // admitted or not.
 func (k *adaptiveKey) sent(now int64, span time.Duration) float64 {
-	from := (now - int64(span)) / int64(adaptiveBucket)
+	// Rounded down, as the script does: in the limiter's first second
+	// the span reaches back past its clock's zero.
+	from := floorDiv(now-int64(span), int64(adaptiveBucket))
 	n := 0
 	for _, b := range k.buckets {
 		if b.index >= from {
 			n += b.ok + b.throttled
 		}
 	}
-	return float64(n) / span.Seconds()
+	// Per second of what the buckets counted cover (see admitted).
+	return float64(n) / (float64(now-from*int64(adaptiveBucket)) / 1e9)
 }
 
 // cut lowers k's rate after a throttled answer: to 95% of what the

@@ -335,3 +335,26 @@ func TestAdaptiveLearnedReleaseKeepsInterval(t *testing.T) {
 		assert.Equal(t, tt.wantUntil, bs[tt.giveWho].Until(), tt.name)
 	}
 }
+
+// TestAdaptiveMeasuresCoveredSpan checks what the learned rate is cut
+// and bounded by: answers per second over the last second, for answers
+// evenly 100 ms apart, read at every 10 ms of a bucket. The buckets
+// counted cover up to a bucket more than the span asked for; divided by
+// the span alone, the rate read up to 11/s, and a probe above the limit
+// of a bucket of burst 1 was seen as admitted (calm), then cut to a
+// bisect far below it (bench 6d).
+func TestAdaptiveMeasuresCoveredSpan(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for offset := int64(0); offset < 100; offset += 10 {
+		k := &adaptiveKey{first: 50 * ms}
+		now := 4000*ms + offset*ms
+		for at := 50 * ms; at <= now; at += 100 * ms {
+			k.count(at, false)
+		}
+		admitted, throttled := k.admitted(now, time.Second)
+		assert.InDelta(t, 10, admitted, 0.6, "admitted per second at %d ms", now/ms)
+		assert.Zero(t, throttled)
+		assert.InDelta(t, 10, k.sent(now, time.Second), 0.6, "sent per second at %d ms", now/ms)
+		assert.InDelta(t, 10, k.sent(now, adaptiveClimb), 1.2, "sent per second over half a second at %d ms", now/ms)
+	}
+}

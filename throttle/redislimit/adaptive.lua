@@ -248,7 +248,9 @@ local function admitted(t, span)
     if b.index >= from then ok, thr = ok + b.ok, thr + b.throttled end
   end
   if ok + thr == 0 then return 0, 0 end
-  return ok / (d / 1000000), thr / (ok + thr)
+  -- per second of what the buckets counted cover (see
+  -- throttle/adaptive.go)
+  return ok / ((t - math.max(from * adaptiveBucket, k.first)) / 1000000), thr / (ok + thr)
 end
 
 -- sent returns the answers per second over the last span.
@@ -259,7 +261,7 @@ local function sent(t, span)
     local b = k.buckets[i]
     if b.index >= from then n = n + b.ok + b.throttled end
   end
-  return n / (span / 1000000)
+  return n / ((t - from * adaptiveBucket) / 1000000)
 end
 
 -- relay lays the bookings ahead out again at the rate, where they lie
