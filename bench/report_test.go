@@ -150,3 +150,13 @@ func TestBest(t *testing.T) {
 		})
 	}
 }
+
+func TestNotBestComparesWallOfFinishedRuns(t *testing.T) {
+	rows := []row{
+		{contender: "egress (README)", wall: 12640 * time.Millisecond, ok: 600, cpu: 300 * time.Millisecond},
+		{contender: "failsafe-go", wall: 12498 * time.Millisecond, ok: 600, refused: 1, cpu: 300 * time.Millisecond},
+		{contender: "go-retryablehttp", wall: 899 * time.Millisecond, ok: 48, failed: 552, refused: 6072, cpu: 300 * time.Millisecond},
+	}
+	got := notBest(scenario{id: "5c"}, rows)
+	assert.Equal(t, []string{"wall time: failsafe-go has 12.498 s, egress 12.640 s."}, got)
+}
