@@ -41,6 +41,20 @@ type adaptiveOthers struct {
 	from int64 // when the current span of samples began
 	cur  othersSpan
 	prev othersSpan // the span before cur, if it ended less than a window ago
+
+	// A token bucket may state its rate as a quota per window and what
+	// is left of its burst as what remains (egress's middleware:
+	// "bucket";q=47;w=1 over a burst of 9): what remains then stays at
+	// the burst while this client sends below the rate, whatever it
+	// sends, so the spent it implies (limit less remaining) stays put
+	// while this client's own units over the window grow. No window
+	// does that: there, every unit admitted adds to what was spent.
+	// Read as another client's, the burst held the adaptive recipe to a
+	// ninth of the limit, and it climbed back over seconds (73% of the
+	// limit used in 12 s). Once seen, the quota is taken to be such a
+	// bucket and its others are not estimated.
+	pinSpent, pinOwn int  // the spent and own units a pin is measured from
+	pinned           bool // spent stayed put while own units grew from none
 }
 
 // othersSpan sums the samples of one span.
@@ -64,6 +78,30 @@ func (o *adaptiveOthers) observe(now, w int64, spent int, sample float64) {
 	o.cur.sum += sample
 	o.cur.high = max(o.cur.high, sample)
 	o.cur.low = min(o.cur.low, spent)
+}
+
+// pinStep is how many of this client's own units over a window must be
+// admitted, from fewer than that, while what the quota says was spent
+// stays exactly put, before the quota is taken for a bucket stating its
+// burst (see adaptiveOthers).
+const pinStep = 3
+
+// pin notes a sample of what was spent and of this client's own units
+// over the last window, and marks the quota pinned once the own units
+// grew from under pinStep by pinStep while spent stayed the same. Only
+// from (nearly) none: a sliding counter at its limit states the same
+// remaining answer after answer while this client's own units over the
+// window wobble by a few; and only while spent stays exactly the same:
+// a counter's window before, decaying, or a window's boundary changes
+// it.
+func (o *adaptiveOthers) pin(spent, own int) {
+	switch {
+	case o.pinned:
+	case spent != o.pinSpent || own < o.pinOwn:
+		o.pinSpent, o.pinOwn = spent, own
+	case o.pinOwn < pinStep && own-o.pinOwn >= pinStep:
+		o.pinned = true
+	}
 }
 
 // sliding reports whether the last span showed a sliding window.
@@ -133,8 +171,12 @@ func (k *adaptiveKey) others(s Statement, w int64, ok bool, now int64) float64 {
 	}
 	o := &k.peers[i]
 	if ok {
-		spent := s.Limit - s.Remaining
-		o.observe(now, w, spent, float64(spent-k.ownSince(now-w)))
+		spent, own := s.Limit-s.Remaining, k.ownSince(now-w)
+		o.pin(spent, own)
+		o.observe(now, w, spent, float64(spent-own))
+	}
+	if o.pinned {
+		return 0
 	}
 	return o.units(s.Limit)
 }

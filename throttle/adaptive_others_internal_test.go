@@ -39,3 +39,32 @@ func TestAdaptiveOthersUnits(t *testing.T) {
 		})
 	}
 }
+
+func TestAdaptiveOthersPin(t *testing.T) {
+	type sample struct{ spent, own int }
+	tests := []struct {
+		name string
+		give []sample
+		want bool
+	}{
+		{name: "a bucket stating its burst: spent stays put while own units grow from one",
+			give: []sample{{39, 1}, {39, 2}, {39, 3}, {39, 4}}, want: true},
+		{name: "a window: every own unit adds to what was spent",
+			give: []sample{{39, 1}, {40, 2}, {41, 3}, {42, 4}, {43, 5}}},
+		{name: "a fixed window's boundary while own units grow",
+			give: []sample{{46, 46}, {47, 47}, {1, 47}, {2, 48}, {3, 49}, {4, 50}}},
+		{name: "a sliding counter at its limit, own units wobbling",
+			give: []sample{{48, 45}, {48, 44}, {48, 46}, {48, 47}, {48, 48}}},
+		{name: "a counter's window before decaying as fast as own units come",
+			give: []sample{{30, 1}, {30, 2}, {29, 3}, {29, 4}, {29, 5}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o adaptiveOthers
+			for _, s := range tt.give {
+				o.pin(s.spent, s.own)
+			}
+			assert.Equal(t, tt.want, o.pinned)
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package egress_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress"
+	"github.com/egress-go/egress/middleware"
+	"github.com/egress-go/egress/retryafter"
+	"github.com/egress-go/egress/throttle"
+)
+
+// TestAdaptiveUsesABucketStatedPerWindow: egress's own middleware states
+// a token bucket's rate as a quota per window and what is left of its
+// burst as what remains ("bucket";q=47;w=1 over a burst of 9). The
+// adaptive recipe read the 38 units missing from the first answer as
+// another client's and paced at 8.7/s, then climbed back over seconds:
+// 73% of the limit used by 600 requests from 32 callers, where the goal
+// for "no limit configured, headers present" is 90% with at most 1%
+// refused. Now 92%: paced at 97% of the 47 a second stated, after the
+// first four answers.
+func TestAdaptiveUsesABucketStatedPerWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, burst, n, callers = 48, 9, 600, 32
+		bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), burst)
+		require.NoError(t, err)
+		upstream := middleware.New(bucket).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("ok"))
+		}))
+		var refused atomic.Int64
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			upstream.ServeHTTP(rec, req)
+			if rec.Code == http.StatusTooManyRequests {
+				refused.Add(1)
+			}
+			resp := rec.Result()
+			resp.Request = req
+			return resp, nil
+		})
+		learned, err := throttle.NewAdaptive(throttle.PerSecond(1000))
+		require.NoError(t, err)
+		client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
+
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for next.Add(1) <= n {
+					req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
+					if !assert.NoError(t, err) {
+						return
+					}
+					resp, err := client.Do(req)
+					if assert.NoError(t, err) {
+						drainClose(t, resp)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		least := time.Duration(float64(n-burst) / rate * float64(time.Second))
+		took := time.Since(start)
+		t.Logf("%v for %d requests (the least %v: %.0f%% used), %d refused", took, n, least, 100*least.Seconds()/took.Seconds(), refused.Load())
+		assert.GreaterOrEqual(t, least.Seconds()/took.Seconds(), 0.9, "utilization")
+		assert.LessOrEqual(t, refused.Load(), int64(n/100), "refused")
+	})
+}
