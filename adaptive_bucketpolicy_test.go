@@ -76,3 +76,60 @@ func TestAdaptiveUsesABucketStatedPerWindow(t *testing.T) {
 		assert.LessOrEqual(t, refused.Load(), int64(n/100), "refused")
 	})
 }
+
+// TestAdaptiveWaitsOnABucketOfBurstOne: over a bucket of 10/s and burst
+// 1, egress's middleware states "r=0;t=1" on every answer (t is whole
+// seconds). The adaptive recipe held the key to that reset after every
+// answer, and took the first answer's missing units (9 of 10) for
+// another client's: it laid 32 callers out a second apart, past the max
+// wait, and 119 of 150 requests failed with a LimitError. The second
+// answer at 0, past a hold to the reset, tells a bucket: its units come
+// back one refill apart, and nobody else spends them.
+func TestAdaptiveWaitsOnABucketOfBurstOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate, n, callers = 10, 150, 32
+		bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), 1)
+		require.NoError(t, err)
+		upstream := middleware.New(bucket).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("ok"))
+		}))
+		var refused, failed atomic.Int64
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rec := httptest.NewRecorder()
+			upstream.ServeHTTP(rec, req)
+			if rec.Code == http.StatusTooManyRequests {
+				refused.Add(1)
+			}
+			resp := rec.Result()
+			resp.Request = req
+			return resp, nil
+		})
+		learned, err := throttle.NewAdaptive(throttle.PerSecond(1000))
+		require.NoError(t, err)
+		client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
+
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for next.Add(1) <= n {
+					req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
+					if !assert.NoError(t, err) {
+						return
+					}
+					resp, err := client.Do(req)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					drainClose(t, resp)
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%v for %d requests, %d failed, %d refused", time.Since(start), n, failed.Load(), refused.Load())
+		assert.Zero(t, failed.Load(), "requests failed")
+		assert.LessOrEqual(t, refused.Load(), int64(n/100), "refused")
+	})
+}

@@ -703,6 +703,14 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 				w = max(w, s.Reset, time.Second)
 			}
 		}
+		q := k.peer(s.Name)
+		switch {
+		case o.Throttled:
+		case s.Remaining > 0:
+			q.heldTo = 0 // what it states came back: no sign of a bucket at 0
+		case s.Remaining == 0 && q.heldTo > 0 && now-int64(o.Latency) >= q.heldTo:
+			q.refills = true // admitted at 0 again past a hold to the reset
+		}
 		var r float64
 		switch {
 		case w > 0:
@@ -726,7 +734,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 			// Transport does not pause the Adaptive for it. (httprate
 			// states a reset of 0 with its Date: the same second.)
 			from, d := now, s.Reset
-			if s.Refills && s.Limit > 0 {
+			if (s.Refills || q.refills) && s.Limit > 0 {
 				// A bucket whose reset is when it is full again: one unit
 				// is back after its own refill, reset ÷ limit from empty.
 				// Held to the reset, OpenAI's "60 a 6m0s, 0 left" held
@@ -746,7 +754,21 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 				}
 				from, d = max(now, k.gone+k.cost(1)), w/time.Duration(s.Limit)
 			}
-			held = max(held, from+min(int64(d), a.maxHold))
+			end := from + min(int64(d), a.maxHold)
+			switch {
+			case (s.Refills || q.refills) && !sliding:
+				// A unit is back after its own refill: the next unit
+				// leaves no sooner, and the rest keep their spacing.
+				// Held, every answer at 0 moved the whole schedule, and a
+				// bucket of burst 1, at 0 on every answer, got half its
+				// rate.
+				k.release = max(k.release, end)
+			case sliding:
+				held = max(held, end)
+			default:
+				q.heldTo = max(q.heldTo, end)
+				held = max(held, end)
+			}
 		}
 	}
 	if best == 0 {

@@ -55,6 +55,16 @@ type adaptiveOthers struct {
 	// bucket and its others are not estimated.
 	pinSpent, pinOwn int  // the spent and own units a pin is measured from
 	pinned           bool // spent stayed put while own units grew from none
+
+	// A bucket whose burst each request spends (a burst of 1: "r=0;t=1"
+	// on every answer, t being whole seconds) held the adaptive recipe to
+	// its reset after every answer, a unit a second against 10 a second,
+	// and its callers' waits past the max wait failed 119 of 150
+	// requests. A window's reset gives what it states back: the first
+	// request sent after a hold to the reset that is still admitted at 0
+	// says the quota refills (see [Adaptive.follow]).
+	heldTo  int64 // when the last hold to the reset ended
+	refills bool  // admitted at 0 again past a hold to the reset
 }
 
 // othersSpan sums the samples of one span.
@@ -79,6 +89,13 @@ func (o *adaptiveOthers) observe(now, w int64, spent int, sample float64) {
 	o.cur.high = max(o.cur.high, sample)
 	o.cur.low = min(o.cur.low, spent)
 }
+
+// othersMinSamples is how many admitted answers of a quota the estimate
+// of other clients waits for. The first answer of a bucket whose burst a
+// request spends reads as a window that others spent (a burst of 1 of
+// 10 a second: 9 of 10), and the rate set from it laid 32 callers out
+// over 32 s, past the max wait; the second tells the bucket (refills).
+const othersMinSamples = 2
 
 // pinStep is how many of this client's own units over a window must be
 // admitted, from fewer than that, while what the quota says was spent
@@ -159,26 +176,27 @@ func (k *adaptiveKey) others(s Statement, w int64, ok bool, now int64) float64 {
 	if w <= 0 || w > adaptiveOthersWindow || s.Remaining < 0 || s.Refills {
 		return 0
 	}
-	i := -1
-	for j := range k.peers {
-		if k.peers[j].name == s.Name {
-			i = j
-		}
-	}
-	if i < 0 {
-		k.peers = append(k.peers, adaptiveOthers{name: s.Name})
-		i = len(k.peers) - 1
-	}
-	o := &k.peers[i]
+	o := k.peer(s.Name)
 	if ok {
 		spent, own := s.Limit-s.Remaining, k.ownSince(now-w)
 		o.pin(spent, own)
 		o.observe(now, w, spent, float64(spent-own))
 	}
-	if o.pinned {
-		return 0
+	if o.pinned || o.refills || o.cur.n+o.prev.n < othersMinSamples {
+		return 0 // a bucket's: what it lacks is this client's own burst
 	}
 	return o.units(s.Limit)
+}
+
+// peer returns what is estimated of the quota name, made if new.
+func (k *adaptiveKey) peer(name string) *adaptiveOthers {
+	for j := range k.peers {
+		if k.peers[j].name == name {
+			return &k.peers[j]
+		}
+	}
+	k.peers = append(k.peers, adaptiveOthers{name: name})
+	return &k.peers[len(k.peers)-1]
 }
 
 // sliding reports whether s's quota was seen to be a sliding window.
