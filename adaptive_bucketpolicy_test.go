@@ -30,50 +30,13 @@ import (
 // first four answers.
 func TestAdaptiveUsesABucketStatedPerWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const rate, burst, n, callers = 48, 9, 600, 32
-		bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), burst)
-		require.NoError(t, err)
-		upstream := middleware.New(bucket).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte("ok"))
-		}))
-		var refused atomic.Int64
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			rec := httptest.NewRecorder()
-			upstream.ServeHTTP(rec, req)
-			if rec.Code == http.StatusTooManyRequests {
-				refused.Add(1)
-			}
-			resp := rec.Result()
-			resp.Request = req
-			return resp, nil
-		})
-		learned, err := throttle.NewAdaptive(throttle.PerSecond(1000))
-		require.NoError(t, err)
-		client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
-
-		start := time.Now()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range callers {
-			wg.Go(func() {
-				for next.Add(1) <= n {
-					req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
-					if !assert.NoError(t, err) {
-						return
-					}
-					resp, err := client.Do(req)
-					if assert.NoError(t, err) {
-						drainClose(t, resp)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		const rate, burst, n = 48, 9, 600
+		took, failed, refused := adaptiveAgainstMiddleware(t, rate, burst, n)
 		least := time.Duration(float64(n-burst) / rate * float64(time.Second))
-		took := time.Since(start)
-		t.Logf("%v for %d requests (the least %v: %.0f%% used), %d refused", took, n, least, 100*least.Seconds()/took.Seconds(), refused.Load())
+		t.Logf("%v for %d requests (the least %v: %.0f%% used), %d refused", took, n, least, 100*least.Seconds()/took.Seconds(), refused)
+		assert.Zero(t, failed, "requests failed")
 		assert.GreaterOrEqual(t, least.Seconds()/took.Seconds(), 0.9, "utilization")
-		assert.LessOrEqual(t, refused.Load(), int64(n/100), "refused")
+		assert.LessOrEqual(t, refused, int64(n/100), "refused")
 	})
 }
 
@@ -87,49 +50,60 @@ func TestAdaptiveUsesABucketStatedPerWindow(t *testing.T) {
 // back one refill apart, and nobody else spends them.
 func TestAdaptiveWaitsOnABucketOfBurstOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const rate, n, callers = 10, 150, 32
-		bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), 1)
-		require.NoError(t, err)
-		upstream := middleware.New(bucket).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte("ok"))
-		}))
-		var refused, failed atomic.Int64
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			rec := httptest.NewRecorder()
-			upstream.ServeHTTP(rec, req)
-			if rec.Code == http.StatusTooManyRequests {
-				refused.Add(1)
-			}
-			resp := rec.Result()
-			resp.Request = req
-			return resp, nil
-		})
-		learned, err := throttle.NewAdaptive(throttle.PerSecond(1000))
-		require.NoError(t, err)
-		client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
-
-		start := time.Now()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range callers {
-			wg.Go(func() {
-				for next.Add(1) <= n {
-					req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
-					if !assert.NoError(t, err) {
-						return
-					}
-					resp, err := client.Do(req)
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					drainClose(t, resp)
-				}
-			})
-		}
-		wg.Wait()
-		t.Logf("%v for %d requests, %d failed, %d refused", time.Since(start), n, failed.Load(), refused.Load())
-		assert.Zero(t, failed.Load(), "requests failed")
-		assert.LessOrEqual(t, refused.Load(), int64(n/100), "refused")
+		const n = 150
+		took, failed, refused := adaptiveAgainstMiddleware(t, 10, 1, n)
+		t.Logf("%v for %d requests, %d failed, %d refused", took, n, failed, refused)
+		assert.Zero(t, failed, "requests failed")
+		assert.LessOrEqual(t, refused, int64(n/100), "refused")
 	})
+}
+
+// adaptiveAgainstMiddleware sends n requests from 32 callers through the
+// adaptive recipe to egress's middleware over a token bucket of rate and
+// burst, served in memory, inside the caller's synctest bubble. It
+// returns how long they took, how many failed, and how many the
+// upstream refused.
+func adaptiveAgainstMiddleware(t *testing.T, rate, burst, n int) (took time.Duration, failed, refused int64) {
+	t.Helper()
+	bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), burst)
+	require.NoError(t, err)
+	upstream := middleware.New(bucket).Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	var refusedN, failedN atomic.Int64
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		upstream.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			refusedN.Add(1)
+		}
+		resp := rec.Result()
+		resp.Request = req
+		return resp, nil
+	})
+	learned, err := throttle.NewAdaptive(throttle.PerSecond(1000))
+	require.NoError(t, err)
+	client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
+
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					failedN.Add(1)
+					continue
+				}
+				drainClose(t, resp)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), failedN.Load(), refusedN.Load()
 }

@@ -724,7 +724,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 		if best == 0 || r < best {
 			best = r
 		}
-		if sliding := w > 0 && k.sliding(s); !o.Throttled && s.Remaining == 0 && (s.Reset > 0 || sliding) {
+		if sliding := w > 0 && q.sliding(s.Limit); !o.Throttled && s.Remaining == 0 && (s.Reset > 0 || sliding) {
 			// An admitted answer with nothing left: nothing more before
 			// the reset; in a sliding window, which drains all the time,
 			// nothing more until one unit has drained (a hold to the
@@ -734,7 +734,8 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 			// Transport does not pause the Adaptive for it. (httprate
 			// states a reset of 0 with its Date: the same second.)
 			from, d := now, s.Reset
-			if (s.Refills || q.refills) && s.Limit > 0 {
+			refills := s.Refills || q.refills
+			if refills && s.Limit > 0 {
 				// A bucket whose reset is when it is full again: one unit
 				// is back after its own refill, reset ÷ limit from empty.
 				// Held to the reset, OpenAI's "60 a 6m0s, 0 left" held
@@ -756,7 +757,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 			}
 			end := from + min(int64(d), a.maxHold)
 			switch {
-			case (s.Refills || q.refills) && !sliding:
+			case refills && !sliding:
 				// A unit is back after its own refill: the next unit
 				// leaves no sooner, and the rest keep their spacing.
 				// Held, every answer at 0 moved the whole schedule, and a

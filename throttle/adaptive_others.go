@@ -183,7 +183,7 @@ func (k *adaptiveKey) others(s Statement, w int64, ok bool, now int64) float64 {
 		o.observe(now, w, spent, float64(spent-own))
 	}
 	if o.pinned || o.refills || o.cur.n+o.prev.n < othersMinSamples {
-		return 0 // a bucket's: what it lacks is this client's own burst
+		return 0 // a bucket's (what it lacks is this client's own burst), or one answer's
 	}
 	return o.units(s.Limit)
 }
@@ -197,14 +197,4 @@ func (k *adaptiveKey) peer(name string) *adaptiveOthers {
 	}
 	k.peers = append(k.peers, adaptiveOthers{name: name})
 	return &k.peers[len(k.peers)-1]
-}
-
-// sliding reports whether s's quota was seen to be a sliding window.
-func (k *adaptiveKey) sliding(s Statement) bool {
-	for j := range k.peers {
-		if k.peers[j].name == s.Name {
-			return k.peers[j].sliding(s.Limit)
-		}
-	}
-	return false
 }
