@@ -45,6 +45,11 @@ type dialect struct {
 	// refills marks a quota whose reset is when it is full again, as a
 	// token bucket refilling continuously (OpenAI, Anthropic).
 	refills bool
+
+	// restates marks the unnamed legacy fields that servers sending the
+	// IETF ones often send beside them, for older clients: the same limit
+	// again, less exactly (see dropRestated).
+	restates bool
 }
 
 // unit is how a reset field is written.
@@ -75,12 +80,12 @@ var dialects = [...]dialect{
 		names: []string{"X-Ratelimit-Resource", "X-Ratelimit-Bucket"},
 		limit: "X-Ratelimit-Limit", remaining: "X-Ratelimit-Remaining",
 		reset: "X-Ratelimit-Reset", resetUnit: epochOrSeconds,
-		resetAfter: "X-Ratelimit-Reset-After"},
+		resetAfter: "X-Ratelimit-Reset-After", restates: true},
 
 	// X (Twitter).
 	{name: "x-rate-limit", family: familyProvider,
 		limit: "X-Rate-Limit-Limit", remaining: "X-Rate-Limit-Remaining",
-		reset: "X-Rate-Limit-Reset", resetUnit: epochOrSeconds},
+		reset: "X-Rate-Limit-Reset", resetUnit: epochOrSeconds, restates: true},
 
 	// OpenAI and Azure OpenAI.
 	openAI("requests", "Requests"),
@@ -143,6 +148,7 @@ func (f fields) appendDialects(rs []reading, ref time.Time) []reading {
 func (d *dialect) read(f fields, ref time.Time) reading {
 	r := newReading(d.quotaName(f), d.family)
 	r.Refills = d.refills
+	r.restates = d.restates
 	r.readLimit(f, d.limit)
 	for v := range f.members(d.remaining) {
 		if n, ok := parseCount(v); ok {

@@ -2,6 +2,7 @@ package retryafter
 
 import (
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -73,6 +74,10 @@ type Quota struct {
 // It returns nil when h describes none, and on a cached response (Age above
 // 0).
 //
+// A server that sends the IETF fields often restates one of their limits
+// in X-RateLimit-* or X-Rate-Limit-* for older clients; those fields are
+// left out when an IETF policy states the same remaining.
+//
 // Absolute resets are measured from the response's Date header when present,
 // as in [Parse], and repeated fields resolve as in [Parse]. ParseQuota
 // reports quotas that are not exhausted too; to learn whether the server
@@ -111,6 +116,9 @@ type reading struct {
 	// when it has drained, and fits, until one more call fits, is the wait.
 	leaky bool
 	fits  time.Duration
+	// restates is set for a reading of X-RateLimit-* or X-Rate-Limit-*
+	// (see dropRestated).
+	restates bool
 }
 
 // wait returns how long r asks a client to wait when nothing is left: its
@@ -178,11 +186,38 @@ func (f fields) appendQuotas(dst []reading, now time.Time) []reading {
 	start := len(dst)
 	dst = f.appendIETF(dst)
 	dst = f.appendDialects(dst, f.reference(now))
+	dst = dropRestated(dst, start)
 	skew := f.skew(now)
 	for i := range dst[start:] {
 		dst[start+i].setResetAt(now, skew)
 	}
 	return dst
+}
+
+// dropRestated removes from rs[start:] each reading of X-RateLimit-* or
+// X-Rate-Limit-* whose remaining an IETF reading states too: a server
+// that sends both dialects states one limit twice, and the IETF fields
+// say more of it. Read as a second quota, the older fields made it
+// stricter than it is: egress's own middleware states a token bucket of
+// 48/s and burst 9 as "q=47;w=1" in the IETF fields and as a limit of 9
+// in X-RateLimit-Limit, with its reset the epoch second at which it is
+// full, and the README recipe, reading a second quota of 9 a window, used
+// 27% of the bucket. Fields that state another remaining describe another
+// limit, and stay.
+func dropRestated(rs []reading, start int) []reading {
+	// The IETF readings come before the others (appendIETF, then the
+	// draft-03 row), so compacting in place never overwrites one before
+	// it is read.
+	out := rs[:start]
+	for _, r := range rs[start:] {
+		if r.restates && r.Remaining != Unknown && slices.ContainsFunc(rs[start:], func(i reading) bool {
+			return i.family == familyIETF && i.Remaining == r.Remaining
+		}) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // setResetAt sets ResetAt from what was read: an absolute reset rounded up

@@ -144,6 +144,33 @@ func parseQuotaTests() []parseQuotaTest {
 			},
 		},
 		{
+			// egress's middleware over a token bucket of 48/s and burst 9
+			// with WithXRateLimit: one limit, stated twice. The older
+			// fields' limit is the burst, which read as a second quota of
+			// 9 per window.
+			name: "X-RateLimit restating an IETF policy is left out",
+			giveH: header("RateLimit", `"bucket";r=8;t=1`, "RateLimit-Policy", `"bucket";q=47;w=1`,
+				"X-RateLimit-Limit", "9", "X-RateLimit-Remaining", "8", "X-RateLimit-Reset", "1"),
+			want: []retryafter.Quota{{Name: "bucket", Limit: 47, Remaining: 8, Reset: time.Second, Window: time.Second}},
+		},
+		{
+			name: "X-Rate-Limit restating one of two IETF policies is left out",
+			giveH: header("RateLimit", `"second";r=8;t=1, "day";r=900;t=3600`,
+				"X-Rate-Limit-Limit", "1000", "X-Rate-Limit-Remaining", "900", "X-Rate-Limit-Reset", "3600"),
+			want: []retryafter.Quota{
+				{Name: "second", Limit: unknown, Remaining: 8, Reset: time.Second},
+				{Name: "day", Limit: unknown, Remaining: 900, Reset: time.Hour},
+			},
+		},
+		{
+			name: "X-RateLimit stating another remaining is another limit, and stays",
+			giveH: header("RateLimit", `"bucket";r=8;t=1`, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "60"),
+			want: []retryafter.Quota{
+				{Name: "bucket", Limit: unknown, Remaining: 8, Reset: time.Second},
+				{Name: "x-ratelimit", Limit: 5000, Remaining: 4999, Reset: time.Minute},
+			},
+		},
+		{
 			name:  "keys spelled twice: canonical first, then in sorted order",
 			giveH: http.Header{"x-ratelimit-resource": {"search"}, "x-RateLimit-Resource": {"graphql"}, "x-ratelimit-remaining": {"1"}},
 			want:  []retryafter.Quota{{Name: "graphql", Limit: unknown, Remaining: 1}},
