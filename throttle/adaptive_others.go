@@ -123,7 +123,7 @@ func (o *adaptiveOthers) pin(spent, own int) {
 
 // sliding reports whether the last span showed a sliding window.
 func (o *adaptiveOthers) sliding(limit int) bool {
-	return o.prev.n > 0 && o.prev.low >= limit/2
+	return !o.pinned && o.prev.n > 0 && o.prev.low >= limit/2
 }
 
 // units returns the units per window kept for other clients, at most

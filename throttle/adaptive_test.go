@@ -168,7 +168,10 @@ func TestAdaptiveSpentQuotaHoldsUnlessTheWindowSlides(t *testing.T) {
 	tests := []struct {
 		name string
 		// giveBefore is the remaining stated by the 60 answers, 25 ms
-		// apart, before the one at 0.
+		// apart, before the one at 0: every other one states one more,
+		// as a window whose units come and go does (a remaining that
+		// stays exactly put while this client's units grow is a
+		// bucket's: adaptiveOthers.pin).
 		giveBefore int
 		giveZeros  int // answers at 0 in a row, at the same instant
 		giveReset  time.Duration
@@ -187,8 +190,8 @@ func TestAdaptiveSpentQuotaHoldsUnlessTheWindowSlides(t *testing.T) {
 			a, err := throttle.NewAdaptive(throttle.PerSecond(1000), throttle.WithClock(clk.Now))
 			require.NoError(t, err)
 			ctx := context.Background()
-			for range 60 {
-				require.NoError(t, a.Learn(ctx, "k", spent(tt.giveBefore, 500*time.Millisecond)))
+			for i := range 60 {
+				require.NoError(t, a.Learn(ctx, "k", spent(tt.giveBefore+i%2, 500*time.Millisecond)))
 				clk.Advance(25 * time.Millisecond)
 			}
 			for range tt.giveZeros {
