@@ -163,7 +163,7 @@ func parseQuotaTests() []parseQuotaTest {
 			},
 		},
 		{
-			name: "X-RateLimit stating another remaining is another limit, and stays",
+			name:  "X-RateLimit stating another remaining is another limit, and stays",
 			giveH: header("RateLimit", `"bucket";r=8;t=1`, "X-RateLimit-Limit", "5000", "X-RateLimit-Remaining", "4999", "X-RateLimit-Reset", "60"),
 			want: []retryafter.Quota{
 				{Name: "bucket", Limit: unknown, Remaining: 8, Reset: time.Second},
