@@ -210,6 +210,9 @@ func (q *statedQuota) answerProbe(a arrival) {
 // (rounded up to its precision): a window's length, or at least the time
 // a bucket takes to refill its limit.
 func (q *statedQuota) pace(paced bool) int64 {
+	if q.brief && paced {
+		return 0 // a bucket's refill per window: the limiter pacing the key knows its rate (burstOnly)
+	}
 	sp := q.spacing()
 	if sp > 0 || paced || q.absolute || q.stated || q.limit <= 0 {
 		return sp
