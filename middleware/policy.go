@@ -56,7 +56,9 @@ type limit struct {
 //     of the burst, and t the time until the bucket is full again. Since
 //     t is whole seconds, a client that waits for it with nothing left
 //     gets at most B per second: give the bucket a burst of at least a
-//     second's worth of its rate when clients are to use all of it;
+//     second's worth of its rate when clients are to use all of it (an
+//     egress client that paces the key with a limiter, or learns it, tells
+//     the refill from the answers, and uses about 90% of a smaller one);
 //   - fixed window: q=limit per w=window; t is the time to the window's
 //     end, on a grid aligned to the Unix epoch (a window moved with
 //     WithWindowOffset is not supported: its t would be wrong);
