@@ -108,7 +108,9 @@ func (t *Transport) follow() {
 		// path; a window its key's limit (throttle/learnlimit.go).
 		t.inMemory = true
 	}
-	_, t.spends = configured.(*throttle.Adaptive)
+	// A limiter that learns its rate (throttle's Adaptive, redislimit's)
+	// holds a quota stated spent itself.
+	_, t.spends = configured.(interface{ Rate(key string) float64 })
 	if s, ok := configured.(interface{ Stated() bool }); ok && s.Stated() {
 		// A budget that follows the upstream's statements (redislimit's
 		// WithStated) holds a spent quota itself, as the record does: a

@@ -15,8 +15,9 @@
 -- arguments, then, for 'reserve', the signals the process learned since
 -- its last call on the key: their count, then per signal ago (µs since
 -- its answer arrived), latency (µs), throttled (0 or 1), stated (a rate
--- per second the upstream stated, or 0) and early (µs until the reset of
--- a quota stated at 0, or -1). Every op takes the Client's channel last.
+-- per second the upstream stated, or 0) and early (µs until the next unit
+-- of a quota stated at 0 comes back, or -1). Every op takes the Client's
+-- channel last.
 --
 -- The state is one string: packed doubles, the fields below, then the
 -- buckets ((index, ok, throttled) each), then how many bookings lie
@@ -33,6 +34,7 @@
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
 local adaptiveTarget = 0.95
+local adaptiveStatedTarget = 0.97
 local adaptiveBeta = 0.7
 local adaptiveProbe = 1e-5
 local adaptiveProbePace = 25
@@ -396,12 +398,30 @@ local function climb(t)
   k.rate = clamp(rate)
 end
 
+-- hold moves every slot ahead, and every new one, later so that nothing
+-- is due before stop (capped at the max hold from now); holds do not
+-- compound. It reports whether anything moved.
+local function hold(stop)
+  stop = math.min(stop, now + maxHold)
+  if stop <= k.paused or stop <= now then return false end
+  local shift = stop - math.max(now, k.paused)
+  k.paused = stop
+  if k.tat > now then k.tat = k.tat + shift end
+  for _, a in ipairs(k.ahead) do a[2] = a[2] + shift end
+  change(2, now, string.format('%d', shift))
+  return true
+end
+
 -- learn applies one signal that arrived at t.
 local function learn(t, latency, throttled, stated, early)
   k.seen = math.max(k.seen, t)
+  -- an admitted answer with a quota stated spent: nothing more until its
+  -- next unit comes back, for every process, with no round trip of its
+  -- own (see throttle/redislimit/adaptive.go, Learn)
+  if early >= 0 and not throttled then hold(t + early) end
   if stated > 0 then
-    k.est = stated
-    k.rate = clamp(stated)
+    k.est = stated * adaptiveStatedTarget
+    k.rate = clamp(k.est)
     k.stated = t + maxHold
     k.updated, k.probe = t, t
     return
@@ -472,13 +492,7 @@ elseif op == 'cancel' then
 elseif op == 'pause' then
   -- d (µs, capped at the max hold): every slot ahead and every new one
   -- moves later, so that nothing is due for d from now.
-  local stop = now + math.min(tonumber(ARGV[8]), maxHold)
-  if stop <= k.paused then return reply({0}) end
-  local shift = stop - math.max(now, k.paused)
-  k.paused = stop
-  if k.tat > now then k.tat = k.tat + shift end
-  for _, a in ipairs(k.ahead) do a[2] = a[2] + shift end
-  change(2, now, string.format('%d', shift))
+  if not hold(now + tonumber(ARGV[8])) then return reply({0}) end
   save()
   publish(gen0)
   return reply({1})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,4 +52,35 @@ func TestAdaptiveThroughTransport(t *testing.T) {
 	assert.Equal(t, 100.0, b.Rate(host), "b has not called yet")
 	adaptiveBook(t, b, host)
 	assert.Equal(t, 70.0, b.Rate(host))
+}
+
+// TestAdaptiveThroughTransportHoldsSpentQuota: a 200 stating a quota at
+// 0 holds every process in the key's next call, and the Transport does
+// not pause the key for it: that was a round trip of its own, and a
+// whole reset for every answer of a bucket that states "r=0;t=1" on
+// each.
+func TestAdaptiveThroughTransportHoldsSpentQuota(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit", `"q";r=0;t=1`)
+		w.Header().Set("RateLimit-Policy", `"q";q=10;w=1`)
+	}))
+	defer upstream.Close()
+	host := upstream.Listener.Addr().String()
+
+	var paused atomic.Int64
+	client := egress.NewClient(egress.WithLimiter(a), egress.WithRetry(retryafter.Policy{}),
+		egress.WithObserver(&egress.Observer{Paused: func(egress.PauseInfo) { paused.Add(1) }}))
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(upstream.URL)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	assert.Zero(t, paused.Load(), "the Transport paused the key")
+
+	adaptiveBook(t, a, host) // carries the answer
+	assert.GreaterOrEqual(t, adaptiveBook(t, b, host).Until(), 900*ms, "another process is held to the reset")
 }
