@@ -1,5 +1,7 @@
 package throttle
 
+import "github.com/egress-go/egress/internal/spans"
+
 // Tuning of the estimate of other clients' spending (see adaptiveOthers).
 const (
 	// adaptiveOthersWindow is the longest stated window whose other
@@ -37,10 +39,8 @@ const (
 // throttled answer's remaining of 0 bounds what others spent, it does
 // not measure it.
 type adaptiveOthers struct {
-	name string
-	from int64 // when the current span of samples began
-	cur  othersSpan
-	prev othersSpan // the span before cur, if it ended less than a window ago
+	name  string
+	spans spans.Spans // the samples: what others spent, beside what was stated spent
 
 	// A token bucket may state its rate as a quota per window and what
 	// is left of its burst as what remains (egress's middleware:
@@ -65,29 +65,6 @@ type adaptiveOthers struct {
 	// says the quota refills (see [Adaptive.follow]).
 	heldTo  int64 // when the last hold to the reset ended
 	refills bool  // admitted at 0 again past a hold to the reset
-}
-
-// othersSpan sums the samples of one span.
-type othersSpan struct {
-	n         int
-	sum, high float64 // of the samples
-	low       int     // the least spent (limit less remaining) seen
-}
-
-// observe adds a sample taken at now for a window of w, when spent was
-// stated spent.
-func (o *adaptiveOthers) observe(now, w int64, spent int, sample float64) {
-	if o.cur.n == 0 || now-o.from >= w {
-		o.prev = othersSpan{}
-		if o.cur.n > 0 && now-o.from < 2*w {
-			o.prev = o.cur
-		}
-		o.cur, o.from = othersSpan{low: spent}, now
-	}
-	o.cur.n++
-	o.cur.sum += sample
-	o.cur.high = max(o.cur.high, sample)
-	o.cur.low = min(o.cur.low, spent)
 }
 
 // othersMinSamples is how many admitted answers of a quota the estimate
@@ -123,7 +100,7 @@ func (o *adaptiveOthers) pin(spent, own int) {
 
 // sliding reports whether the last span showed a sliding window.
 func (o *adaptiveOthers) sliding(limit int) bool {
-	return !o.pinned && o.prev.n > 0 && o.prev.low >= limit/2
+	return !o.pinned && o.spans.Sliding(limit)
 }
 
 // units returns the units per window kept for other clients, at most
@@ -132,9 +109,9 @@ func (o *adaptiveOthers) units(limit int) float64 {
 	var u float64
 	switch {
 	case o.sliding(limit):
-		u = o.prev.sum / float64(o.prev.n)
+		u = o.spans.Prev.Sum / float64(o.spans.Prev.N)
 	default:
-		u = max(o.cur.high, o.prev.high)
+		u = max(o.spans.Cur.High, o.spans.Prev.High)
 	}
 	if u < adaptiveOthersNoise {
 		return 0
@@ -180,9 +157,9 @@ func (k *adaptiveKey) others(s Statement, w int64, ok bool, now int64) float64 {
 	if ok {
 		spent, own := s.Limit-s.Remaining, k.ownSince(now-w)
 		o.pin(spent, own)
-		o.observe(now, w, spent, float64(spent-own))
+		o.spans.Observe(now, w, spent, float64(spent-own))
 	}
-	if o.pinned || o.refills || o.cur.n+o.prev.n < othersMinSamples {
+	if o.pinned || o.refills || o.spans.Cur.N+o.spans.Prev.N < othersMinSamples {
 		return 0 // a bucket's (what it lacks is this client's own burst), or one answer's
 	}
 	return o.units(s.Limit)

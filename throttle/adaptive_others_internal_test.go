@@ -33,7 +33,7 @@ func TestAdaptiveOthersUnits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var o adaptiveOthers
 			for _, s := range tt.give {
-				o.observe(s.at, w, s.spent, s.sample)
+				o.spans.Observe(s.at, w, s.spent, s.sample)
 			}
 			assert.InDelta(t, tt.want, o.units(limit), 1e-9)
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/egress-go/egress/internal/spans"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -128,15 +129,7 @@ type adaptiveQuota struct {
 	refills bool          // admitted at 0 again past a hold to its reset: a bucket
 	longest time.Duration // the longest reset stated as an instant, rounded up: a lower bound of its window
 	zeros   int           // admitted answers at 0 in a row
-	from    int64         // local ns: when cur began
-	cur     spentSpan     // what was spent over the current span of a window
-	prev    spentSpan     // over the span before, if it was the one just before
-}
-
-// spentSpan is what the admitted answers of a span said was spent.
-type spentSpan struct {
-	n   int // answers
-	low int // the least spent
+	spans   spans.Spans   // what its admitted answers said was spent, over its window's last two spans (local ns)
 }
 
 // quota returns what v knows of the quota name, made if new. A view
@@ -649,7 +642,7 @@ func (v *adaptiveView) spent(st throttle.Statement, s adaptiveSignal) (early tim
 	q := v.quota(st.Name)
 	w := v.window(st)
 	if !s.throttled && st.Limit > 0 && st.Remaining >= 0 && w > 0 {
-		q.observe(s.arrived, int64(w), st.Limit-st.Remaining)
+		q.spans.Observe(s.arrived, int64(w), st.Limit-st.Remaining, 0)
 	}
 	switch {
 	case st.Remaining > 0 && !s.throttled:
@@ -664,7 +657,7 @@ func (v *adaptiveView) spent(st throttle.Statement, s adaptiveSignal) (early tim
 	switch {
 	case (st.Refills || q.refills) && st.Limit > 0:
 		return early / time.Duration(st.Limit), true
-	case !s.throttled && q.sliding(st.Limit):
+	case !s.throttled && st.Limit > 0 && q.spans.Sliding(st.Limit):
 		// A sliding window, which drains all the time: nothing more
 		// until one unit has drained, from the second answer at 0 in a
 		// row (one is the noise of a full window), as in process
@@ -678,28 +671,6 @@ func (v *adaptiveView) spent(st throttle.Statement, s adaptiveSignal) (early tim
 		q.heldTo = max(q.heldTo, s.arrived+int64(early))
 	}
 	return early, true
-}
-
-// observe adds what an admitted answer arrived at said was spent of a
-// quota of window w (ns) to the span it falls in.
-func (q *adaptiveQuota) observe(at, w int64, spent int) {
-	if q.cur.n == 0 || at-q.from >= w {
-		q.prev = spentSpan{}
-		if q.cur.n > 0 && at-q.from < 2*w {
-			q.prev = q.cur
-		}
-		q.cur, q.from = spentSpan{low: spent}, at
-	}
-	q.cur.n++
-	q.cur.low = min(q.cur.low, spent)
-}
-
-// sliding reports whether the last whole span of a quota of limit never
-// had less than half of it spent: a window that drains all the time (a
-// fixed one falls to nothing at its boundary), as throttle.Adaptive
-// tells it.
-func (q *adaptiveQuota) sliding(limit int) bool {
-	return !q.refills && q.prev.n > 0 && q.prev.low >= limit/2
 }
 
 // Pause implements [throttle.Pauser]: every slot of key still ahead, in
