@@ -314,8 +314,11 @@ local function cut(t)
     -- (few, with long round trips) measure what they sent, not the rate.
     -- Units booked a second ahead and more: the callers wait on the
     -- rate, and it is the pace.
+    -- Not while a pause the upstream asked for lasts: the units booked
+    -- past it wait on the pause, not on the rate.
     local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
-      and (k.rate <= adaptivePaced * sent(t, adaptiveMinSpan) or k.tat - t >= adaptiveMinSpan)
+      and (k.rate <= adaptivePaced * sent(t, adaptiveMinSpan) or k.tat - math.max(t, k.paused) >= adaptiveMinSpan)
+      and k.paused <= t
     -- fell: a run of throttled answers at a settled rate the upstream
     -- was seen to admit (calm; see throttle/adaptive.go): bisect what
     -- the last second admitted and the rate, by at most beta a cut.
