@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"testing"
@@ -447,6 +448,34 @@ func TestAdaptiveBadInput(t *testing.T) {
 	_, err = a.Reserve(ctx, "k", 0, 0)
 	assert.ErrorContains(t, err, "n must be positive, got 0")
 	assert.ErrorContains(t, a.Pause(ctx, "k", -time.Second), "pause must not be negative, got -1s")
+}
+
+// TestAdaptiveHostileStatements: absurd quotas stated at 0 (a reset
+// years ahead, a window of a nanosecond, a limit of one or of 10^18, a new
+// name on every answer) hold the fleet no longer than the max hold, never
+// panic, and leave the rate above the floor.
+func TestAdaptiveHostileStatements(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a := newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "hostile"
+	hostile := []throttle.Statement{
+		{Name: "years", Unit: throttle.UnitRequests, Limit: 10, Remaining: 0, Reset: 10 * 365 * 24 * time.Hour},
+		{Name: "tiny", Unit: throttle.UnitRequests, Limit: 1, Remaining: 0, Reset: time.Nanosecond, Window: time.Nanosecond},
+		{Name: "huge", Unit: throttle.UnitRequests, Limit: 1 << 60, Remaining: 0, Reset: time.Hour, Window: time.Nanosecond, Refills: true},
+		{Name: "instant", Unit: throttle.UnitRequests, Limit: 5, Remaining: 0, Reset: 1000 * time.Hour, Absolute: true, Precision: time.Second},
+		{Name: "no limit", Unit: throttle.UnitRequests, Limit: -1, Remaining: 0, Reset: time.Minute},
+	}
+	for i := range 40 {
+		ss := append([]throttle.Statement{{Name: fmt.Sprintf("name %d", i), Unit: throttle.UnitRequests, Limit: 2, Remaining: 0, Reset: time.Minute}}, hostile...)
+		require.NoError(t, a.Learn(ctx, key, throttle.Outcome{N: 1, Latency: ms, Statements: ss}))
+		d := adaptiveBook(t, a, key).Until()
+		assert.LessOrEqual(t, d, 2*throttle.DefaultMaxHold, "held past the max hold (answer %d)", i)
+		c.advance(10 * ms)
+	}
+	assert.GreaterOrEqual(t, a.Rate(key), 1.0, "the rate fell below the floor")
 }
 
 // TestAdaptiveCluster: the key's one state lives in one slot of a
