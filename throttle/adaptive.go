@@ -1059,7 +1059,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		// limit, nudged 2% a refusal, and every second went to a burst,
 		// a 429 and a pause: 62 s for 30 s of work, 10% refused.
 		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled &&
-			(k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan) || k.tat-max(now, k.paused) >= int64(adaptiveMinSpan)) &&
+			(k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan) || k.tat-now >= int64(adaptiveMinSpan)) &&
 			k.paused <= now
 		fell := false
 		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&

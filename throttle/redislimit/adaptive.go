@@ -563,13 +563,14 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o throttle.Outcome) er
 		if st.Unit != "" && st.Unit != throttle.UnitRequests {
 			continue
 		}
-		if w := v.window(st); st.Limit > 0 && w > 0 {
+		w := v.window(st)
+		if st.Limit > 0 && w > 0 {
 			r := float64(st.Limit) / w.Seconds()
 			if s.stated == 0 || r < s.stated {
 				s.stated = r
 			}
 		}
-		if early, ok := v.spent(st, s); ok {
+		if early, ok := v.spent(st, w, s); ok {
 			s.early = max(s.early, early)
 		}
 	}

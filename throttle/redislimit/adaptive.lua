@@ -317,7 +317,7 @@ local function cut(t)
     -- Not while a pause the upstream asked for lasts: the units booked
     -- past it wait on the pause, not on the rate.
     local settled = t - k.first >= adaptiveMinSpan and k.rate <= k.est * adaptiveTarget * adaptiveSettled
-      and (k.rate <= adaptivePaced * sent(t, adaptiveMinSpan) or k.tat - math.max(t, k.paused) >= adaptiveMinSpan)
+      and (k.rate <= adaptivePaced * sent(t, adaptiveMinSpan) or k.tat - t >= adaptiveMinSpan)
       and k.paused <= t
     -- fell: a run of throttled answers at a settled rate the upstream
     -- was seen to admit (calm; see throttle/adaptive.go): bisect what

@@ -63,19 +63,19 @@ func (v *adaptiveView) window(st throttle.Statement) time.Duration {
 	return q.longest
 }
 
-// spent returns how long the quota st, stated in the answer s, holds
-// every process back, and whether it does (ok): when it is stated at 0,
-// until its reset; for a bucket whose reset is when it is full again,
-// until one unit's refill, reset ÷ limit from empty; for a sliding
+// spent returns how long the quota st of window w (see window), stated
+// in the answer s, holds every process back, and whether it does (ok):
+// when it is stated at 0, until its reset; for a bucket whose reset is
+// when it is full again, until one unit's refill, reset ÷ limit from
+// empty; for a sliding
 // window, until one unit has drained (see below). A bucket says so
 // (OpenAI's, Anthropic's), or admits a request sent after a hold to its
 // reset and still states 0: a window gives back what it states at its
 // reset. Egress's middleware over a bucket of 10/s and burst 1 states
 // "r=0;t=1" on every answer: with the Transport pausing four processes
 // for the whole second at each, 100 requests took 109 s; now 15-21 s.
-func (v *adaptiveView) spent(st throttle.Statement, s adaptiveSignal) (early time.Duration, ok bool) {
+func (v *adaptiveView) spent(st throttle.Statement, w time.Duration, s adaptiveSignal) (early time.Duration, ok bool) {
 	q := v.quota(st.Name)
-	w := v.window(st)
 	if !s.throttled && st.Limit > 0 && st.Remaining >= 0 && w > 0 {
 		q.spans.Observe(s.arrived, int64(w), st.Limit-st.Remaining, 0)
 	}
