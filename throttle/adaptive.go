@@ -79,6 +79,15 @@ const (
 	// adaptiveFell is how many throttled answers in the last second, a
 	// fifth or more of them, tell a limit that fell from jitter.
 	adaptiveFell = 3
+	// adaptiveOverStep is the most a cut of a rate above any the
+	// upstream was seen to admit takes off it at once (see cut).
+	adaptiveOverStep = 0.85
+	// adaptiveOverEvery is the share of throttled answers since the
+	// last cut from which a bucket of burst 1 may be refusing every
+	// other unit (and its limit anywhere between half the rate and the
+	// rate), and adaptiveOverEveryStep the most such a cut takes off.
+	adaptiveOverEvery     = 0.4
+	adaptiveOverEveryStep = 0.95
 	// adaptiveStorm is how far below its best estimate a calm rate must
 	// lie to have been driven there by a storm of throttling, and so
 	// return to the best (see climb), rather than by a limit that fell.
@@ -180,6 +189,11 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //   - A cut in the first second keeps the margin twice: the upstream's
 //     burst inflates what it admitted. After a second at that estimate
 //     without a throttled answer, half of the second margin comes back.
+//     Where the burst inflated it anyway (a bucket of 10/s with a burst
+//     of 10 admits 20 in its first second), a run of throttled answers
+//     at a rate never seen admitted bisects what the last second
+//     admitted, less the margin, and the rate, by at most 15% a cut,
+//     and so does every throttled answer in the 3 s after such a cut.
 //   - On admitted answers it climbs back to the rate of the last cut within
 //     about half a second, then probes above it along a slow cubic (+1%
 //     after 10 s, +8% after 20 s; below 25/s slower, in proportion, once
@@ -278,6 +292,7 @@ type adaptiveKey struct {
 	// climbs, and their callers look at them again (see [adaptiveKey.slow]).
 	floored bool
 
+	over   int64 // the last full cut of a rate above any seen admitted (see cut), or 0
 	tat    int64 // the next free slot
 	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
 
@@ -1061,7 +1076,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled &&
 			(k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan) || k.tat-now >= int64(adaptiveMinSpan)) &&
 			k.paused <= now
-		fell := false
+		fell, over, every := false, false, false
 		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
 			k.rate <= k.calm && thr >= adaptiveSaturated && thr*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
 			// A run of throttled answers at a settled rate (three or
@@ -1084,11 +1099,42 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			// back: 7.9-8.9/s). The nudges bring it under the limit.
 			settled, fell = false, true
 			target = (last + k.rate) / 2
+		} else if settled && (k.rate > k.calm && k.noise.thr >= adaptiveFell && share(k.noise.ok, k.noise.thr) >= adaptiveSaturated ||
+			k.over > 0 && now-k.over < adaptiveNoiseWindow) {
+			// A run of throttled answers since the last cut (three or
+			// more, a fifth or more of them) at a rate above any the
+			// upstream was seen to admit: an estimate the first
+			// second's burst inflated. A bucket of 10/s and burst 10
+			// admits 20 in its first second; settled there, each
+			// refusal nudged 2% and 17-26% of the answers were
+			// throttled 20 s on (adaptive_sim_test.go). Bisect what the
+			// last second admitted, less the margin, and the rate: a
+			// bucket with a burst admits its limit while it refuses,
+			// so the rate falls to the target within a few cuts.
+			// At most adaptiveOverStep a cut: a bucket of burst 1
+			// admits every other unit at any rate up to twice its
+			// limit, half the rate whatever the limit. Every
+			// throttled answer within the noise window after such a
+			// cut cuts again (at 10% over a limit of 10/s, one comes a
+			// second); near the target few are throttled and the step
+			// is small. The best estimate to return to after a storm
+			// is the new one: the old was the inflated one.
+			settled, over = false, true
+			step := adaptiveOverStep
+			if share(k.noise.ok, k.noise.thr) >= adaptiveOverEvery {
+				step, every = adaptiveOverEveryStep, true
+			}
+			target = max((last*adaptiveTarget+k.rate)/2, k.rate*step)
 		}
 		switch {
 		case fell:
 			k.rate = min(k.rate, max(target, k.rate*adaptiveBeta))
 			k.calm = k.rate // the run goes on while it throttles there
+		case over:
+			k.rate = min(k.rate, target)
+			if !every {
+				k.over = now // see adaptiveNoiseWindow: the cuts go on while it throttles
+			}
 		case k.rate > target && !settled:
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
 		case settled && k.noisy(now, from):
@@ -1107,7 +1153,10 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			// best waits for a second of answers: a first one is
 			// inflated by the burst, and the calm return would go there.
 			k.est = k.rate / adaptiveTarget
-			if now-k.first >= int64(adaptiveMinSpan) {
+			switch {
+			case over:
+				k.best = k.est
+			case now-k.first >= int64(adaptiveMinSpan):
 				k.best = max(k.best, k.est)
 			}
 		}

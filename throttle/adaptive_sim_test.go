@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 	"time"
@@ -10,14 +11,21 @@ import (
 
 // TestAdaptiveFindsHiddenLimit checks the goals of issue 13 against a
 // simulated headerless upstream (a token bucket with a tenth of a second
-// of burst, answering only "admitted" or "throttled"), starting from a
-// ceiling of 10 000/s: from 5 s on, the learned rate stays within ±10% of
-// the hidden limit, at most 1% of the answers are throttled, and the
-// upstream's limit is at least 90% used.
+// of burst unless the row says otherwise, answering only "admitted" or
+// "throttled"), starting from a ceiling of 10 000/s: from 5 s on, the
+// learned rate stays within ±10% of the hidden limit, at most 1% of the
+// answers are throttled, and the upstream's limit is at least 90% used.
+//
+// A burst of a second or half of one (x/time/rate's rate.NewLimiter(10,
+// 10) as a server's limiter) doubles what the first second admits: the
+// rate settled there, and each refusal nudged it 2%. 10/s with a burst of
+// 10 was at 11.8-16.6/s with 26% throttled after 5 s; 100/s with a burst
+// of 100 had 1.1-1.3% throttled.
 func TestAdaptiveFindsHiddenLimit(t *testing.T) {
 	tests := []struct {
 		name        string
 		giveHidden  int
+		giveBurst   int // a tenth of the hidden limit when 0
 		giveCallers int
 		giveBack    time.Duration
 		giveSeed    uint64
@@ -31,12 +39,20 @@ func TestAdaptiveFindsHiddenLimit(t *testing.T) {
 		{name: "1000/s", giveHidden: 1000, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
 		{name: "1000/s, another draw", giveHidden: 1000, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
 		{name: "1000/s, 100 callers, 50 ms back", giveHidden: 1000, giveCallers: 100, giveBack: 50 * time.Millisecond, giveSeed: 3},
+		{name: "10/s, burst 10", giveHidden: 10, giveBurst: 10, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
+		{name: "10/s, burst 10, another draw", giveHidden: 10, giveBurst: 10, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
+		{name: "10/s, burst 5", giveHidden: 10, giveBurst: 5, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 3},
+		{name: "10/s, burst 10, 8 callers, 20 ms back", giveHidden: 10, giveBurst: 10, giveCallers: 8, giveBack: 20 * time.Millisecond, giveSeed: 1},
+		{name: "100/s, burst 100", giveHidden: 100, giveBurst: 100, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
+		{name: "100/s, burst 100, another draw", giveHidden: 100, giveBurst: 100, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 2},
+		{name: "100/s, burst 50", giveHidden: 100, giveBurst: 50, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 3},
+		{name: "1000/s, burst 500", giveHidden: 1000, giveBurst: 500, giveCallers: 32, giveBack: 2 * time.Millisecond, giveSeed: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const run, settle = 20 * time.Second, 5 * time.Second
 			res := simulate(simConfig{
-				hidden: tt.giveHidden, burst: max(tt.giveHidden/10, 1), callers: tt.giveCallers,
+				hidden: tt.giveHidden, burst: cmp.Or(tt.giveBurst, max(tt.giveHidden/10, 1)), callers: tt.giveCallers,
 				way: 4 * time.Millisecond, back: tt.giveBack, run: run, seed: tt.giveSeed, ceiling: PerSecond(10_000),
 			})
 

@@ -27,7 +27,7 @@ var (
 // takes a new number, so that the processes of two releases sharing a
 // prefix during a rolling deploy each learn on a key of their own instead
 // of misreading each other's state.
-const adaptiveSuffix = "adaptive3"
+const adaptiveSuffix = "adaptive4"
 
 // MaxAdaptiveCeiling is the highest ceiling [NewAdaptive] takes, in units
 // per second: the script spaces units in whole microseconds.
@@ -84,7 +84,7 @@ type floorOption struct {
 // from its own replies only: a sleeper whose process makes no call on
 // the key meanwhile wakes at the slot it knew.
 //
-// The state is one string at prefix{key}:adaptive3:<ceiling>, kept ten
+// The state is one string at prefix{key}:adaptive4:<ceiling>, kept ten
 // minutes past the key's last answer, slot and pause, so one key is one
 // cluster slot. A non-persistent restart forgets what was learned: the
 // rate starts at the ceiling again.

@@ -5,7 +5,7 @@
 -- follows now.lua and runs on its own (adaptive.go), not in the budget
 -- script.
 --
--- KEYS[1] is the key's state, prefix{key}:adaptive3:<ceiling> (the 3 is the
+-- KEYS[1] is the key's state, prefix{key}:adaptive4:<ceiling> (the 4 is the
 -- layout of fields below: a new layout takes a new number).
 -- ARGV: op ('reserve', 'cancel' or 'pause'), the frozen time (now.lua),
 -- the ceiling and the floor (units per second), the max hold (µs), the
@@ -29,7 +29,7 @@
 -- booking's slot through the changes after the gen it was booked at, so
 -- that its sleepers follow the cuts and pauses any process made. Read the
 -- fields with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 22), redis.call('GET', KEYS[1]))}" 1 <key>
+--   EVAL "return {struct.unpack(string.rep('d', 23), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -57,6 +57,9 @@ local adaptiveNoiseRunLeast = 2
 local adaptiveSettled = 1.01
 local adaptiveFell = 3
 local adaptiveStorm = 1 / 3
+local adaptiveOverStep = 0.85
+local adaptiveOverEvery = 0.4
+local adaptiveOverEveryStep = 0.95
 
 -- maxChanges bounds the changes kept: a booking older than all of them
 -- follows only those kept. learnedKeep is how long the state outlives its
@@ -70,7 +73,7 @@ local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
   'tat', 'cutTat', 'seq', 'gen', 'last', 'born',
-  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr', 'calm'}
+  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr', 'calm', 'over'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -322,17 +325,30 @@ local function cut(t)
     -- fell: a run of throttled answers at a settled rate the upstream
     -- was seen to admit (calm; see throttle/adaptive.go): bisect what
     -- the last second admitted and the rate, by at most beta a cut.
-    local fell = false
-    if settled and t - k.first >= adaptiveBuckets * adaptiveBucket and k.rate <= k.calm then
-      local last, thr = admitted(t, adaptiveMinSpan)
-      if thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
-        settled, fell = false, true
-        target = (last + k.rate) / 2
-      end
+    -- over: a run of throttled answers since the last cut above any
+    -- rate seen admitted, or any throttled answer within the noise
+    -- window of such a cut (see throttle/adaptive.go): bisect what the
+    -- last second admitted, less the margin, and the rate, by at most
+    -- adaptiveOverStep a cut.
+    local fell, over, every = false, false, false
+    local last, thr = admitted(t, adaptiveMinSpan)
+    if settled and t - k.first >= adaptiveBuckets * adaptiveBucket and k.rate <= k.calm
+      and thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
+      settled, fell = false, true
+      target = (last + k.rate) / 2
+    elseif settled and (k.rate > k.calm and k.noiseThr >= adaptiveFell and share(k.noiseOk, k.noiseThr) >= adaptiveSaturated
+      or k.over > 0 and t - k.over < adaptiveNoiseWindow) then
+      settled, over = false, true
+      local step = adaptiveOverStep
+      if share(k.noiseOk, k.noiseThr) >= adaptiveOverEvery then step, every = adaptiveOverEveryStep, true end
+      target = math.max((last * adaptiveTarget + k.rate) / 2, k.rate * step)
     end
     if fell then
       k.rate = math.min(k.rate, math.max(target, k.rate * adaptiveBeta))
       k.calm = k.rate
+    elseif over then
+      k.rate = math.min(k.rate, target)
+      if not every then k.over = t end
     elseif k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
     elseif settled and noisy(t, from) then
@@ -347,7 +363,11 @@ local function cut(t)
     -- (see throttle/adaptive.go).
     if k.stated <= t then
       k.est = k.rate / adaptiveTarget
-      if t - k.first >= adaptiveMinSpan then k.best = math.max(k.best, k.est) end
+      if over then
+        k.best = k.est
+      elseif t - k.first >= adaptiveMinSpan then
+        k.best = math.max(k.best, k.est)
+      end
     end
   end
   k.rate = clamp(k.rate)
