@@ -190,8 +190,14 @@ func againstMiddleware(t *testing.T, mw *middleware.Middleware, n int, opts ...e
 // second went to a burst, a 429 and a 1 s pause. Before, after (wall ÷
 // the least, refused): 20/s burst 10, 2.08×, 9.8% / 1.27×, 2.3%; 10/s
 // burst 1, 10×, 99% / 1.67×, 4%; 100/s burst 10, 5.5×, 4.9% / 1.44×,
-// 0.4%. Neither meets the goals for a headerless upstream (±10% of the
-// limit, 1% refused): each refusal still costs a second's pause.
+// 0.4%. Then the descent from the ceiling (a cut of β² a refusal, one a
+// second, 7 s to 10/s) left a best estimate to return to after a storm
+// of 370/s: every 5 s the rate went back above the limit, met a 429 and
+// its pause, and was halved. An estimate that no answers measured is
+// none to return to: 10/s burst 1, 1.25×, 2.3% (all in the descent);
+// 100/s burst 10, 1.30×, 0.2%. Neither meets the goals for a headerless
+// upstream (±10% of the limit, 1% refused): each refusal still costs a
+// second's pause.
 func TestAdaptiveRetryAfterOnly(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -214,7 +220,7 @@ func TestAdaptiveRetryAfterOnly(t *testing.T) {
 				least := 30 * time.Second
 				t.Logf("%v for %d requests (%.2f× the least), %d failed, %d refused (%.1f%%)", took, n, took.Seconds()/least.Seconds(), failed, refused, 100*float64(refused)/float64(n))
 				assert.Zero(t, failed, "requests failed")
-				assert.LessOrEqual(t, took.Seconds()/least.Seconds(), 1.75, "wall ÷ the least")
+				assert.LessOrEqual(t, took.Seconds()/least.Seconds(), 1.35, "wall ÷ the least")
 				assert.LessOrEqual(t, float64(refused), 0.05*float64(n), "refused")
 			})
 		})

@@ -205,7 +205,10 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     may still be going out.
 //   - After five calm seconds below a third of its best estimate (a
 //     storm of throttling is over), it returns to the best one. A limit
-//     that fell by less stays followed.
+//     that fell by less stays followed. An estimate is one the answers
+//     measured: a cut held to β² while they said far less (the
+//     descent from the ceiling, one 429 and its pause a second) leaves
+//     none to return to.
 //   - Quota headers, when present, beat guessing: a stated limit replaces
 //     the estimate at once (see [Adaptive.Learn]). The rate becomes 97% of
 //     the limit per window, less what other clients spend of it (what
@@ -292,9 +295,13 @@ type adaptiveKey struct {
 	// climbs, and their callers look at them again (see [adaptiveKey.slow]).
 	floored bool
 
-	over   int64 // the last full cut of a rate above any seen admitted (see cut), or 0
-	tat    int64 // the next free slot
-	cutTat int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
+	over int64 // the last full cut of a rate above any seen admitted (see cut), or 0
+	// unmeasured is set when the last cut fell short of what the answers
+	// measured (by β² at most a cut), so that the rate it left is no
+	// estimate to return to (see cut).
+	unmeasured bool
+	tat        int64 // the next free slot
+	cutTat     int64 // the last cut, plus one unit's spacing: answers to units sent before it are old news
 
 	// ahead holds the bookings whose slot may still lie ahead, in slot
 	// order, so that a cut can lay them out again at the new rate and a
@@ -1076,7 +1083,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		settled := now-k.first >= int64(adaptiveMinSpan) && k.rate <= k.est*adaptiveTarget*adaptiveSettled &&
 			(k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan) || k.tat-now >= int64(adaptiveMinSpan)) &&
 			k.paused <= now
-		fell, over, every := false, false, false
+		fell, over, every, unmeasured := false, false, false, false
 		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
 			k.rate <= k.calm && thr >= adaptiveSaturated && thr*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
 			// A run of throttled answers at a settled rate (three or
@@ -1137,6 +1144,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			}
 		case k.rate > target && !settled:
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
+			unmeasured = k.rate > target
 		case settled && k.noisy(now, from):
 			return // noise, or a nudge still being judged: see adaptiveNoise
 		case settled:
@@ -1153,10 +1161,11 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			// best waits for a second of answers: a first one is
 			// inflated by the burst, and the calm return would go there.
 			k.est = k.rate / adaptiveTarget
+			k.unmeasured = unmeasured
 			switch {
 			case over:
 				k.best = k.est
-			case now-k.first >= int64(adaptiveMinSpan):
+			case now-k.first >= int64(adaptiveMinSpan) && !unmeasured:
 				k.best = max(k.best, k.est)
 			}
 		}
@@ -1193,7 +1202,7 @@ func (a *Adaptive) climb(k *adaptiveKey, now int64) {
 	if k.est > 0 && now-k.probe >= int64(adaptiveCalm) && k.rate < k.best*adaptiveStorm {
 		k.est, k.probe = k.best, now
 	}
-	if k.est > 0 && k.best == 0 && k.stated <= now && now-k.probe >= int64(adaptiveMinSpan) {
+	if k.est > 0 && k.best == 0 && !k.unmeasured && k.stated <= now && now-k.probe >= int64(adaptiveMinSpan) {
 		// A second at an estimate from the first second's cuts, which
 		// kept the margin twice (see cut), without a throttled answer:
 		// give half the second margin back. With the margin twice the

@@ -29,7 +29,7 @@
 -- booking's slot through the changes after the gen it was booked at, so
 -- that its sleepers follow the cuts and pauses any process made. Read the
 -- fields with redis-cli:
---   EVAL "return {struct.unpack(string.rep('d', 23), redis.call('GET', KEYS[1]))}" 1 <key>
+--   EVAL "return {struct.unpack(string.rep('d', 24), redis.call('GET', KEYS[1]))}" 1 <key>
 -- (numbers come back truncated to integers).
 
 -- Tuning, as in throttle/adaptive.go (times in µs).
@@ -73,7 +73,7 @@ local maxAhead = 1024
 
 local fields = {'rate', 'est', 'best', 'stated', 'first', 'probe', 'updated', 'seen', 'paused',
   'tat', 'cutTat', 'seq', 'gen', 'last', 'born',
-  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr', 'calm', 'over'}
+  'noiseNudged', 'noiseBefore', 'noiseFrom', 'noiseShare', 'noiseOk', 'noiseThr', 'calm', 'over', 'unmeasured'}
 local layout = '<' .. string.rep('d', #fields)
 local bucketLayout = '<' .. string.rep('d', 3 * adaptiveBuckets)
 
@@ -330,7 +330,7 @@ local function cut(t)
     -- window of such a cut (see throttle/adaptive.go): bisect what the
     -- last second admitted, less the margin, and the rate, by at most
     -- adaptiveOverStep a cut.
-    local fell, over, every = false, false, false
+    local fell, over, every, unmeasured = false, false, false, false
     local last, thr = admitted(t, adaptiveMinSpan)
     if settled and t - k.first >= adaptiveBuckets * adaptiveBucket and k.rate <= k.calm
       and thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
@@ -351,6 +351,7 @@ local function cut(t)
       if not every then k.over = t end
     elseif k.rate > target and not settled then
       k.rate = math.max(target, k.rate * adaptiveBeta * adaptiveBeta)
+      unmeasured = k.rate > target
     elseif settled and noisy(t, from) then
       return -- noise, or a nudge still being judged
     elseif settled then
@@ -363,9 +364,12 @@ local function cut(t)
     -- (see throttle/adaptive.go).
     if k.stated <= t then
       k.est = k.rate / adaptiveTarget
+      -- unmeasured: the cut fell short of what the answers measured, so
+      -- the rate it left is no estimate to return to.
+      k.unmeasured = unmeasured and 1 or 0
       if over then
         k.best = k.est
-      elseif t - k.first >= adaptiveMinSpan then
+      elseif t - k.first >= adaptiveMinSpan and not unmeasured then
         k.best = math.max(k.best, k.est)
       end
     end
@@ -387,7 +391,7 @@ local function climb(t)
   -- a second at an estimate from the first second's cuts without a
   -- throttled answer: half the second margin back (see
   -- throttle/adaptive.go).
-  if k.est > 0 and k.best == 0 and k.stated <= t and t - k.probe >= adaptiveMinSpan then
+  if k.est > 0 and k.best == 0 and k.unmeasured == 0 and k.stated <= t and t - k.probe >= adaptiveMinSpan then
     k.est = k.est / adaptiveRegain
     k.best = k.est
   end
