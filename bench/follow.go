@@ -302,9 +302,13 @@ func followScenarios(smoke bool) []scenario {
 		shares: []int{n}, goroutines: 32, plot: plotPerBin,
 		contenders: []string{"egress (README)", "x/time/rate", "failsafe-go"},
 	})
-	if only := os.Getenv("FOLLOW_CONTENDERS"); only != "" { // development only
+	if only := os.Getenv("FOLLOW_CONTENDERS"); only != "" { // development only: names split at ";" if there is one (some hold commas), else at ","
+		sep := ","
+		if strings.Contains(only, ";") {
+			sep = ";"
+		}
 		for i := range scs {
-			scs[i].contenders = strings.Split(only, ",")
+			scs[i].contenders = strings.Split(only, sep)
 		}
 	}
 	if !smoke {
