@@ -1015,8 +1015,14 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	from := k.noise.from
 	k.noise.from = 0 // a cut since a nudge: the nudge is not given back
 	e, throttled := k.admitted(now, adaptiveBuckets*adaptiveBucket)
-	if last, _ := k.admitted(now, adaptiveMinSpan); last > e {
-		e = last // the last second saw more admitted: the limit is at least that
+	if last, _ := k.admitted(now, adaptiveMinSpan); last > e && k.paused <= now {
+		// The last second saw more admitted: the limit is at least that.
+		// Not while a pause the upstream asked for lasts: a bucket
+		// refilled over the pause, and a second after it admits the
+		// burst on top of the rate. Read as the limit, a bucket of 20/s
+		// and burst 10 answering "Retry-After: 1" held the rate at
+		// 26/s: every 2.6 s a 429 and a second's pause.
+		e = last
 	}
 	target := e * adaptiveTarget
 	if now-k.first < int64(adaptiveMinSpan) {

@@ -291,7 +291,9 @@ local function cut(t)
   k.noiseFrom = 0 -- a cut since a nudge: the nudge is not given back
   local e, throttled = admitted(t, adaptiveBuckets * adaptiveBucket)
   local last = admitted(t, adaptiveMinSpan)
-  if last > e then e = last end
+  -- not while a pause the upstream asked for lasts: a bucket refilled
+  -- over it (see throttle/adaptive.go)
+  if last > e and k.paused <= t then e = last end
   local target = e * adaptiveTarget
   -- less than a second of answers: keep the margin twice (see
   -- throttle/adaptive.go).
