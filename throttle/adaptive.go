@@ -1124,14 +1124,19 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			// last second admitted, less the margin, and the rate: a
 			// bucket with a burst admits its limit while it refuses,
 			// so the rate falls to the target within a few cuts.
-			// At most adaptiveOverStep a cut: a bucket of burst 1
-			// admits every other unit at any rate up to twice its
-			// limit, half the rate whatever the limit. Every
-			// throttled answer within the noise window after such a
-			// cut cuts again (at 10% over a limit of 10/s, one comes a
-			// second); near the target few are throttled and the step
-			// is small. The best estimate to return to after a storm
-			// is the new one: the old was the inflated one.
+			// At most adaptiveOverStep a cut, and every throttled
+			// answer within the noise window after such a cut cuts
+			// again (at 10% over a limit of 10/s, one comes a second,
+			// too few for a run); near the target few are throttled
+			// and the step is small. But a bucket of burst 1 admits
+			// every other unit at any rate up to twice its limit, half
+			// the rate whatever the limit: where two in five or more
+			// answers since the cut were throttled, as such a bucket's
+			// are, at most adaptiveOverEveryStep, and the window is not
+			// armed (a fleet just under such a bucket's limit, its
+			// timers bunched, was cut from 9.9/s to 8.4/s). The best
+			// estimate to return to after a storm is the new one: the
+			// old was the inflated one.
 			settled, over = false, true
 			step := adaptiveOverStep
 			if share(k.noise.ok, k.noise.thr) >= adaptiveOverEvery {
@@ -1146,7 +1151,7 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 		case over:
 			k.rate = min(k.rate, target)
 			if !every {
-				k.over = now // see adaptiveNoiseWindow: the cuts go on while it throttles
+				k.over = now // throttled answers in the next adaptiveNoiseWindow cut again
 			}
 		case k.rate > target && !settled:
 			k.rate = max(target, k.rate*adaptiveBeta*adaptiveBeta)
