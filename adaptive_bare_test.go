@@ -1,10 +1,8 @@
 package egress_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -70,29 +68,11 @@ func TestAdaptiveBareRefusals(t *testing.T) {
 				client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(learned), egress.WithRetry(retryafter.Policy{}))}
 
 				n := 30 * tt.rate
-				var next, failed atomic.Int64
-				var wg sync.WaitGroup
-				for range 32 {
-					wg.Go(func() {
-						for next.Add(1) <= int64(n) {
-							req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://api.test/v1", nil)
-							if !assert.NoError(t, err) {
-								return
-							}
-							resp, err := client.Do(req)
-							if err != nil {
-								failed.Add(1)
-								continue
-							}
-							drainClose(t, resp)
-						}
-					})
-				}
-				wg.Wait()
+				failed := sendAll(t, client, n)
 				took := time.Since(start)
 				share := float64(refused.Load()) / float64(max(refused.Load()+admitted.Load(), 1))
-				t.Logf("%v for %d requests, %d failed; after 5 s %d refused of %d (%.1f%%)", took, n, failed.Load(), refused.Load(), refused.Load()+admitted.Load(), 100*share)
-				assert.Zero(t, failed.Load(), "requests failed")
+				t.Logf("%v for %d requests, %d failed; after 5 s %d refused of %d (%.1f%%)", took, n, failed, refused.Load(), refused.Load()+admitted.Load(), 100*share)
+				assert.Zero(t, failed, "requests failed")
 				assert.LessOrEqual(t, share, 0.01, "refused after 5 s")
 				assert.LessOrEqual(t, took, 32*time.Second, "wall time")
 			})

@@ -144,7 +144,7 @@ func againstMiddleware(t *testing.T, mw *middleware.Middleware, n int, opts ...e
 	upstream := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	}))
-	var refusedN, failedN atomic.Int64
+	var refusedN atomic.Int64
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		rec := httptest.NewRecorder()
 		rec.Header().Set("Date", time.Now().UTC().Format(http.TimeFormat))
@@ -159,7 +159,15 @@ func againstMiddleware(t *testing.T, mw *middleware.Middleware, n int, opts ...e
 	client := &http.Client{Transport: egress.NewTransport(base, opts...)}
 
 	start := time.Now()
-	var next atomic.Int64
+	failed = sendAll(t, client, n)
+	return time.Since(start), failed, refusedN.Load()
+}
+
+// sendAll sends n GETs through client from 32 goroutines, as a batch job
+// does, and returns how many failed.
+func sendAll(t *testing.T, client *http.Client, n int) (failed int64) {
+	t.Helper()
+	var next, failedN atomic.Int64
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
@@ -178,7 +186,7 @@ func againstMiddleware(t *testing.T, mw *middleware.Middleware, n int, opts ...e
 		})
 	}
 	wg.Wait()
-	return time.Since(start), failedN.Load(), refusedN.Load()
+	return failedN.Load()
 }
 
 // TestAdaptiveRetryAfterOnly: an upstream that states no quota and
