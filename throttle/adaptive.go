@@ -1015,7 +1015,8 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 	from := k.noise.from
 	k.noise.from = 0 // a cut since a nudge: the nudge is not given back
 	e, throttled := k.admitted(now, adaptiveBuckets*adaptiveBucket)
-	if last, _ := k.admitted(now, adaptiveMinSpan); last > e && k.paused <= now {
+	last, lastThrottled := k.admitted(now, adaptiveMinSpan) // the last second
+	if last > e && k.paused <= now {
 		// The last second saw more admitted: the limit is at least that.
 		// Not while a pause the upstream asked for lasts: a bucket
 		// refilled over the pause, and a second after it admits the
@@ -1090,8 +1091,8 @@ func (a *Adaptive) cut(k *adaptiveKey, now int64) {
 			(k.rate <= adaptivePaced*k.sent(now, adaptiveMinSpan) || k.tat-now >= int64(adaptiveMinSpan)) &&
 			k.paused <= now
 		fell, over, every, unmeasured := false, false, false, false
-		if last, thr := k.admitted(now, adaptiveMinSpan); settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
-			k.rate <= k.calm && thr >= adaptiveSaturated && thr*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
+		if settled && now-k.first >= int64(adaptiveBuckets*adaptiveBucket) &&
+			k.rate <= k.calm && lastThrottled >= adaptiveSaturated && lastThrottled*k.sent(now, adaptiveMinSpan) >= adaptiveFell {
 			// A run of throttled answers at a settled rate (three or
 			// more, a fifth or more of the last second's) that the
 			// upstream was seen to admit (calm): not jitter, the limit

@@ -290,7 +290,7 @@ local function cut(t)
   local from = k.noiseFrom
   k.noiseFrom = 0 -- a cut since a nudge: the nudge is not given back
   local e, throttled = admitted(t, adaptiveBuckets * adaptiveBucket)
-  local last = admitted(t, adaptiveMinSpan)
+  local last, lastThrottled = admitted(t, adaptiveMinSpan)
   -- not while a pause the upstream asked for lasts: a bucket refilled
   -- over it (see throttle/adaptive.go)
   if last > e and k.paused <= t then e = last end
@@ -333,9 +333,8 @@ local function cut(t)
     -- last second admitted, less the margin, and the rate, by at most
     -- adaptiveOverStep a cut.
     local fell, over, every, unmeasured = false, false, false, false
-    local last, thr = admitted(t, adaptiveMinSpan)
     if settled and t - k.first >= adaptiveBuckets * adaptiveBucket and k.rate <= k.calm
-      and thr >= adaptiveSaturated and thr * sent(t, adaptiveMinSpan) >= adaptiveFell then
+      and lastThrottled >= adaptiveSaturated and lastThrottled * sent(t, adaptiveMinSpan) >= adaptiveFell then
       settled, fell = false, true
       target = (last + k.rate) / 2
     elseif settled and (k.rate > k.calm and k.noiseThr >= adaptiveFell and share(k.noiseOk, k.noiseThr) >= adaptiveSaturated
