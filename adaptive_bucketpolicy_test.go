@@ -78,7 +78,17 @@ func TestAdaptiveWaitsOnABucketOfBurstOne(t *testing.T) {
 //   - the README recipe 25% too high (60/s), IETF fields: 64%, 84%, with
 //     0 and 1 refused (1.07× the published run's wall time).
 //
-// The others met no 429 before or after.
+// The others met no 429 before or after. Those runs had no time between
+// the client and the upstream, and the 25% too high row was flaky: in
+// about one run in ten with more than one P (go test -cpu 2,4), more of
+// the 32 callers booked before the first answer was learned, at the same
+// instant, sent past the bucket's burst, and met a 429 and its second's
+// pause more: 72-79% used, 2-3 refused. With a millisecond each way, as
+// any network has, the callers all book before the first answer, every
+// run alike: the published numbers 94% (every dialect), the adaptive
+// recipe 91%, 25% too high 81% with 2 refused (0.4%), 1.16× the
+// published run's wall time, where the goal is 1.10×: the two 429s that
+// teach the configured bucket the upstream's rate cost a second each.
 func TestBucketStatedPerWindow(t *testing.T) {
 	const rate, burst, n = 48, 9, 489
 	configuredAt := func(r int) func(t *testing.T) []egress.Option {
@@ -95,27 +105,28 @@ func TestBucketStatedPerWindow(t *testing.T) {
 		return []egress.Option{egress.WithLimiter(l), egress.WithRetry(retryafter.Policy{})}
 	}
 	tests := []struct {
-		name       string
-		giveMW     []middleware.Option
-		giveRecipe func(t *testing.T) []egress.Option
-		wantUsed   float64 // of the least
+		name        string
+		giveMW      []middleware.Option
+		giveRecipe  func(t *testing.T) []egress.Option
+		wantUsed    float64 // of the least
+		wantRefused int64
 	}{
-		{name: "published numbers, IETF", giveRecipe: configured, wantUsed: 0.85},
-		{name: "published numbers, X-RateLimit epochs", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetEpoch)}, giveRecipe: configured, wantUsed: 0.85},
-		{name: "published numbers, X-RateLimit delays", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetDelta)}, giveRecipe: configured, wantUsed: 0.85},
-		{name: "25% too high, IETF", giveRecipe: configuredAt(rate * 5 / 4), wantUsed: 0.8},
-		{name: "adaptive, X-RateLimit epochs", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetEpoch)}, giveRecipe: adaptive, wantUsed: 0.85},
+		{name: "published numbers, IETF", giveRecipe: configured, wantUsed: 0.9, wantRefused: n / 200},
+		{name: "published numbers, X-RateLimit epochs", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetEpoch)}, giveRecipe: configured, wantUsed: 0.9, wantRefused: n / 200},
+		{name: "published numbers, X-RateLimit delays", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetDelta)}, giveRecipe: configured, wantUsed: 0.9, wantRefused: n / 200},
+		{name: "25% too high, IETF", giveRecipe: configuredAt(rate * 5 / 4), wantUsed: 0.78, wantRefused: n / 100}, // its goal: 1% refused
+		{name: "adaptive, X-RateLimit epochs", giveMW: []middleware.Option{middleware.WithXRateLimit(middleware.ResetEpoch)}, giveRecipe: adaptive, wantUsed: 0.88, wantRefused: n / 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				bucket, err := throttle.NewTokenBucket(throttle.PerSecond(rate), burst)
 				require.NoError(t, err)
-				took, failed, refused := againstMiddleware(t, middleware.New(bucket, tt.giveMW...), n, tt.giveRecipe(t)...)
+				took, failed, refused := againstMiddlewareAway(t, middleware.New(bucket, tt.giveMW...), n, time.Millisecond, tt.giveRecipe(t)...)
 				least := time.Duration(float64(n-burst) / rate * float64(time.Second))
 				t.Logf("%v for %d requests (the least %v: %.0f%% used), %d failed, %d refused", took, n, least, 100*least.Seconds()/took.Seconds(), failed, refused)
 				assert.Zero(t, failed, "requests failed")
-				assert.LessOrEqual(t, refused, int64(n/200), "refused")
+				assert.LessOrEqual(t, refused, tt.wantRefused, "refused")
 				assert.GreaterOrEqual(t, least.Seconds()/took.Seconds(), tt.wantUsed, "utilization")
 			})
 		})
@@ -141,11 +152,22 @@ func adaptiveAgainstMiddleware(t *testing.T, rate, burst, n int) (took time.Dura
 // many failed, and how many the upstream refused.
 func againstMiddleware(t *testing.T, mw *middleware.Middleware, n int, opts ...egress.Option) (took time.Duration, failed, refused int64) {
 	t.Helper()
+	return againstMiddlewareAway(t, mw, n, 0, opts...)
+}
+
+// againstMiddlewareAway is againstMiddleware with way each way between
+// the client and mw: with none, an answer can be learned at the instant
+// another caller books, or after it, as the scheduler happens to run
+// them, and a test whose outcome turns on that order is flaky.
+func againstMiddlewareAway(t *testing.T, mw *middleware.Middleware, n int, way time.Duration, opts ...egress.Option) (took time.Duration, failed, refused int64) {
+	t.Helper()
 	upstream := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	var refusedN atomic.Int64
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		time.Sleep(way)
+		defer time.Sleep(way)
 		rec := httptest.NewRecorder()
 		rec.Header().Set("Date", time.Now().UTC().Format(http.TimeFormat))
 		upstream.ServeHTTP(rec, req)
