@@ -717,7 +717,7 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 		w := s.Window
 		recorded := s.Reset // when the record, which learns where windows end, has this quota return
 		for _, l := range learned {
-			if l.Name == s.Name {
+			if l.Name == s.Name && endKnown(l) {
 				recorded = min(recorded, l.Reset)
 			}
 		}
@@ -836,6 +836,15 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	}
 	return true
 }
+
+// endKnown reports whether the reset l, from the record's Stated, is
+// where the record knows its window to end: a reset stated as a delay
+// (the earliest stated in the window, each cut to its precision), or an
+// instant once a boundary has been seen (a window learned). Before that,
+// an instant cut down to the second (go-limiter's, ulule's) may lie up to
+// a second before the end: held to it, four processes met five 429s in
+// go-limiter's first window.
+func endKnown(l Statement) bool { return !l.Absolute || l.Window > 0 }
 
 // respace lays the bookings ahead of now out again at k's rate, in
 // order, from one interval after the latest slot that has come (and not

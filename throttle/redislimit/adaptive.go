@@ -102,6 +102,11 @@ type Adaptive struct {
 	policy  FailurePolicy
 	script  *script
 
+	// rec learns where the windows of the quotas this process's answers
+	// state end (throttle/windowend.go), as the in-process Adaptive's
+	// does; it books nothing. Its mutex is taken inside mu.
+	rec *throttle.Upstream
+
 	// mu guards views and every view's fields.
 	mu    sync.Mutex
 	views map[string]*adaptiveView
@@ -232,6 +237,11 @@ func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Ad
 			return nil, fmt.Errorf("redislimit: WithClient's Client is on another redis client than the limiter's")
 		}
 	}
+	rec, err := throttle.NewUpstream(throttle.WithClock(a.client.wall), throttle.WithMaxHold(hold), throttle.WithForget())
+	if err != nil {
+		return nil, err
+	}
+	a.rec = rec
 	a.client.learners.Store(a, struct{}{})
 	return a, nil
 }
@@ -558,11 +568,19 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o throttle.Outcome) er
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v := a.view(key, s.arrived)
+	var ss []throttle.Statement
 	for _, st := range o.Statements {
 		st, _ = st.Clamp(a.maxHold)
-		if st.Unit != "" && st.Unit != throttle.UnitRequests {
-			continue
+		if st.Unit == "" || st.Unit == throttle.UnitRequests {
+			ss = append(ss, st)
 		}
+	}
+	var recorded []throttle.Statement
+	if len(ss) > 0 {
+		_ = a.rec.Learn(ctx, key, throttle.Outcome{Latency: o.Latency, Statements: ss})
+		recorded = a.rec.Stated(key)
+	}
+	for _, st := range ss {
 		w := v.window(st)
 		if st.Limit > 0 && w > 0 {
 			r := float64(st.Limit) / w.Seconds()
@@ -570,7 +588,22 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o throttle.Outcome) er
 				s.stated = r
 			}
 		}
-		if early, ok := v.spent(st, w, s); ok {
+		reset := st.Reset // when the record, which learns where windows end, has it return
+		known := false
+		for _, l := range recorded {
+			if l.Name == st.Name && endKnown(l) {
+				reset, known = min(reset, l.Reset), true
+			}
+		}
+		if st.Absolute && !known {
+			// An instant cut to its precision, before any boundary
+			// told which way: a server that cuts it down (go-limiter,
+			// ulule) ends its window up to the precision after it. Held
+			// to the instant, four processes went on into go-limiter's
+			// spent first window: 4-7 429s.
+			reset += st.Precision
+		}
+		if early, ok := v.spent(st, w, s, reset); ok {
 			s.early = max(s.early, early)
 		}
 	}

@@ -65,7 +65,8 @@ func (v *adaptiveView) window(st throttle.Statement) time.Duration {
 
 // spent returns how long the quota st of window w (see window), stated
 // in the answer s, holds every process back, and whether it does (ok):
-// when it is stated at 0, until its reset; for a bucket whose reset is
+// when it is stated at 0, until its reset (recorded: when the record
+// of this process's answers has the window end); for a bucket whose reset is
 // when it is full again, until one unit's refill, reset ÷ limit from
 // empty; for a sliding
 // window, until one unit has drained (see below). A bucket says so
@@ -74,7 +75,7 @@ func (v *adaptiveView) window(st throttle.Statement) time.Duration {
 // reset. Egress's middleware over a bucket of 10/s and burst 1 states
 // "r=0;t=1" on every answer: with the Transport pausing four processes
 // for the whole second at each, 100 requests took 109 s; now 15-21 s.
-func (v *adaptiveView) spent(st throttle.Statement, w time.Duration, s adaptiveSignal) (early time.Duration, ok bool) {
+func (v *adaptiveView) spent(st throttle.Statement, w time.Duration, s adaptiveSignal, recorded time.Duration) (early time.Duration, ok bool) {
 	q := v.quota(st.Name)
 	if !s.throttled && st.Limit > 0 && st.Remaining >= 0 && w > 0 {
 		q.spans.Observe(s.arrived, int64(w), st.Limit-st.Remaining, 0)
@@ -103,7 +104,20 @@ func (v *adaptiveView) spent(st throttle.Statement, w time.Duration, s adaptiveS
 		}
 		return w / time.Duration(st.Limit), true
 	case !s.throttled:
+		// A window, until it ends as the record knows it: the reset
+		// stated is cut to whole seconds (IETF t, an epoch), and held
+		// to it, four processes paced at 97% of a fixed window of 10 a
+		// second lost most of a second in every few.
+		early = recorded
 		q.heldTo = max(q.heldTo, s.arrived+int64(early))
 	}
 	return early, true
 }
+
+// endKnown reports whether the reset l, from the record's Stated, is
+// where the record knows its window to end (as throttle.Adaptive reads
+// it): a reset stated as a delay, or an instant once a boundary has been
+// seen. Before that, an instant cut down to the second (go-limiter's,
+// ulule's) may lie up to a second before the end: held to it, four
+// processes met five 429s in go-limiter's first window.
+func endKnown(l throttle.Statement) bool { return !l.Absolute || l.Window > 0 }

@@ -167,6 +167,15 @@ func (c *Client) now() int64 {
 	return int64(time.Since(c.start))
 }
 
+// wall returns the wall-clock time of now(): the clock a record of what
+// the upstream states compares stated instants (epochs, HTTP-dates) with.
+func (c *Client) wall() time.Time {
+	if c.frozen != nil {
+		return time.Unix(0, c.now())
+	}
+	return c.start.Add(time.Duration(c.now()))
+}
+
 // frozenMicros returns the scripts' frozen time argument: 0 in production.
 func (c *Client) frozenMicros() int64 {
 	if c.frozen == nil {
