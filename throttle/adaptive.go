@@ -841,9 +841,11 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 // where the record knows its window to end: a reset stated as a delay
 // (the earliest stated in the window, each cut to its precision), or an
 // instant once a boundary has been seen (a window learned). Before that,
-// an instant cut down to the second (go-limiter's, ulule's) may lie up to
-// a second before the end: held to it, four processes met five 429s in
-// go-limiter's first window.
+// the record takes an instant for rounded up, where a server that cuts it
+// down (go-limiter, ulule) ends its window up to a second later: the
+// statement's own reset is held to, as before the record was read here
+// (redislimit's Adaptive adds the precision there, where four processes
+// met 4-7 429s in go-limiter's first window).
 func endKnown(l Statement) bool { return !l.Absolute || l.Window > 0 }
 
 // respace lays the bookings ahead of now out again at k's rate, in
