@@ -714,19 +714,20 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	var held int64 // when an admitted answer with nothing left holds the key until, or 0
 	zero := false  // it is at 0 in a sliding window
 	for _, s := range ss {
-		w := s.Window
-		recorded := s.Reset // when the record, which learns where windows end, has this quota return
+		var rec Statement // the record's view of this quota: its window, and where it ends
+		found := false
 		for _, l := range learned {
-			if l.Name == s.Name && endKnown(l) {
-				recorded = min(recorded, l.Reset)
+			if l.Name == s.Name {
+				rec, found = l, true
 			}
 		}
+		recorded := s.Reset // when the record, which learns where windows end, has this quota return
+		if found && endKnown(rec) {
+			recorded = min(recorded, rec.Reset)
+		}
+		w := s.Window
 		if w == 0 && (s.Absolute || s.Refills || k.windowed) {
-			for _, l := range learned {
-				if l.Name == s.Name {
-					w = l.Window
-				}
-			}
+			w = rec.Window
 			if s.Absolute || k.windowed && !s.Refills {
 				w = max(w, s.Reset, time.Second)
 			}
