@@ -119,6 +119,9 @@ func (k *statedKey) hold(now, from int64, f *statedFlight, unbooked int) time.Du
 		if h == 0 && q.untoldRefill(from, f.of(q.unit)) {
 			h = k.holdAhead(q, now, f.of(q.unit))
 		}
+		if h == 0 {
+			h = k.holdBoundary(q, now, from, f.of(q.unit))
+		}
 		d = max(d, h)
 	}
 	return time.Duration(d)

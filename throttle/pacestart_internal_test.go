@@ -46,7 +46,9 @@ func TestUpstreamStartsThePaceAfterASpentWindowOneSpacingLate(t *testing.T) {
 			now = base.Add(410 * time.Millisecond)
 			var rs []*Reservation
 			for range len(tt.want) {
-				r, err := u.Reserve(context.Background(), "k", 1, -1)
+				// Without holds: the pace itself (holdBoundary holds all
+				// but the first booking past the reset until its answer).
+				r, err := u.reserve(context.Background(), "k", 1, nil, 0, -1, false, false)
 				require.NoError(t, err)
 				rs = append(rs, r)
 			}

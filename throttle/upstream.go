@@ -444,16 +444,26 @@ func (f *statedFlight) of(unit string) int {
 	return f.units[unit]
 }
 
-// answered takes n units off the oldest bookings in flight.
+// answer takes n units off the bookings in flight, those due first
+// first: a request is answered after it is sent, and a booking made
+// early for a late slot (one asking at a boundary, boundary.go) is still
+// in flight when the ones booked after it for earlier slots are
+// answered.
 func (k *statedKey) answer(n int) {
 	k.inflight = max(k.inflight-n, 0)
 	for n > 0 && len(k.flight) > 0 {
-		f := &k.flight[0]
+		i := 0
+		for j := 1; j < len(k.flight); j++ {
+			if k.due(&k.flight[j]) < k.due(&k.flight[i]) {
+				i = j
+			}
+		}
+		f := &k.flight[i]
 		take := min(n, f.n)
 		f.n -= take
 		n -= take
 		if f.n == 0 {
-			k.flight = k.flight[1:]
+			k.flight = slices.Delete(k.flight, i, i+1)
 		}
 	}
 	if len(k.flight) == 0 {
@@ -538,12 +548,17 @@ type statedQuota struct {
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	onDemand  bool  // windowend.go: a window's end moved from the phase of the ones before: each starts at a request
 	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
-	others    otherClients
-	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
-	floor     refillFloor // noreturn.go: the least refill stated over the meter's current stretch
-	log       []int64     // windowlog.go: the latest limit slots booked, in order, when logs
-	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
-	expires   int64       // when the statement stops holding anything back
+	// whole says the first answer stating the window stamp left at least
+	// half its limit: what was left came back at its start; windows
+	// counts the windows stamped so far (boundary.go).
+	whole   bool
+	windows int
+	others  otherClients
+	meter   refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	floor   refillFloor // noreturn.go: the least refill stated over the meter's current stretch
+	log     []int64     // windowlog.go: the latest limit slots booked, in order, when logs
+	tat     int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
+	expires int64       // when the statement stops holding anything back
 }
 
 // maxHoldOption carries [WithMaxHold]; the constructors that know it read

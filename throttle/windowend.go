@@ -96,6 +96,8 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		}
 		q.others.roll(q.window > 0 && gap-q.window < p/2)
 		q.stamp, q.opened = stamp, a.now
+		q.whole = q.limit > 0 && s.Remaining >= q.limit/2
+		q.windows++
 	}
 	q.bound(a, stamp, prev, p)
 	q.precision = p // before observe: it rounds the first window up to it

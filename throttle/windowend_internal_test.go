@@ -93,8 +93,8 @@ func TestUpstreamRepacesWhenOthersShareGrows(t *testing.T) {
 	}
 	answer(400*time.Millisecond, 390*time.Millisecond, 9) // only ours spent: 9 a window less a unit of headroom
 	var rs []*Reservation
-	for range 3 { // past the earliest end (1 s): paced
-		r, err := u.ReserveAfter(context.Background(), "k", 1, 650*time.Millisecond, -1)
+	for range 3 { // past the earliest end (1 s): paced (without holds: boundary.go would hold all but two)
+		r, err := u.reserve(context.Background(), "k", 1, nil, 650*time.Millisecond, -1, false, false)
 		require.NoError(t, err)
 		rs = append(rs, r)
 	}
@@ -135,8 +135,8 @@ func TestUpstreamShedsAnOverbookedFirstWindow(t *testing.T) {
 	}
 	answer(1100*time.Millisecond, 5)
 	var rs []*Reservation
-	for i := range 5 { // 5 left: all before the latest end
-		r, err := u.ReserveAfter(context.Background(), "k", 1, time.Duration(i+1)*50*time.Millisecond, -1)
+	for i := range 5 { // 5 left: all before the latest end (without holds: boundary.go would hold all but two)
+		r, err := u.reserve(context.Background(), "k", 1, nil, time.Duration(i+1)*50*time.Millisecond, -1, false, false)
 		require.NoError(t, err)
 		rs = append(rs, r)
 	}

@@ -83,7 +83,14 @@ func TestUpstreamProbesWhereAFixedWindowEnds(t *testing.T) {
 	p.answer(1400*time.Millisecond, 1390*time.Millisecond, 2, 0, false)  // nothing left
 	assert.Equal(t, ms(870, 950), delays(t, p.u, 2), "the probe at 2 s + 270 ms, then the latest end, 2.35 s")
 
-	p.answer(2280*time.Millisecond, 2270*time.Millisecond, 2, 0, true) // the probe met the old window: lo is 270 ms
+	// The probe met the old window: lo is 270 ms. Its answer takes it
+	// off what is in flight, which leaves one unit asking at the
+	// boundary (boundary.go): the next booking asks too.
+	p.clk.Set(p.base.Add(2280 * time.Millisecond))
+	resetAt := p.base.Add(2 * time.Second)
+	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Throttled: true, Latency: 10 * time.Millisecond, Statements: []throttle.Statement{{
+		Name: "requests", Unit: throttle.UnitRequests, Limit: 48, Remaining: 0,
+		Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}}}))
 	assert.Equal(t, []time.Duration{70*time.Millisecond + (time.Second+47)/48}, delays(t, p.u, 1),
 		"no second probe in this window: one spacing (1 s / 48) after the one booked at the latest end")
 }
@@ -112,8 +119,9 @@ func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
 	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9, false) // hi: 305 ms; fixed; 1 of ours
 	// Half a window in, 6 were spent and 2 were ours: others spend 8/s.
 	p.answer(1805*time.Millisecond, 1800*time.Millisecond, 2, 4, false)
-	assert.Equal(t, ms(500, 1000, 1500), delays(t, p.u, 3),
+	assert.Equal(t, ms(500, 1000), delays(t, p.u, 2),
 		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave")
+	assertHeld(t, p.u, 0, "a third unit past the reset waits for the two asking there (boundary.go)")
 }
 
 // A sliding counter's count of the window before carries over its
@@ -143,8 +151,9 @@ func TestUpstreamPacesUnitsThatMayLandInTheNextWindow(t *testing.T) {
 	p := newPhasedWindows(t, 10)
 	p.answer(400*time.Millisecond, 390*time.Millisecond, 1, 9, false) // ends after 1 s, at or before 1.4 s; only ours spent
 	step := (time.Second + 8) / 9
-	assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 650 * time.Millisecond, 650*time.Millisecond + step, 650*time.Millisecond + 2*step},
-		bookAfter(t, p.u, ms(100, 100, 650, 650, 650)), "two before the earliest end at once; three after it, 1 s / 9 apart")
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 650 * time.Millisecond, 650*time.Millisecond + step},
+		bookAfter(t, p.u, ms(100, 100, 650, 650)), "two before the earliest end at once; two after it, 1 s / 9 apart")
+	assertHeld(t, p.u, 650*time.Millisecond, "a third after it waits for the answers of the two, which tell the window they met (boundary.go)")
 }
 
 // Before a boundary has told whether the quota is a fixed window or a
@@ -169,6 +178,15 @@ func TestUpstreamKeepsAFirstWindowsOthersOutOfThePace(t *testing.T) {
 	// 4 before it, where 3 were left (paceStart).
 	assert.Equal(t, []time.Duration{100 * time.Millisecond, time.Second + step, time.Second + 2*step, time.Second + 3*step},
 		bookAfter(t, p.u, ms(100, 650, 650, 650)), "the one left at once; the rest from the latest end (1.4 s) plus a spacing, 5 a window")
+}
+
+// assertHeld asserts that a unit of "k" booked after after is held: it
+// must wait and book again.
+func assertHeld(t *testing.T, u *throttle.Upstream, after time.Duration, msg string) {
+	t.Helper()
+	r, err := u.ReserveAfter(context.Background(), "k", 1, after, -1)
+	require.NoError(t, err)
+	assert.True(t, r.Held(), msg)
 }
 
 // bookAfter books one unit of "k" on u for each of afters, as
