@@ -548,9 +548,9 @@ type statedQuota struct {
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	onDemand  bool  // windowend.go: a window's end moved from the phase of the ones before: each starts at a request
 	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
-	// whole says the first answer stating the window stamp left at least
-	// half its limit: what was left came back at its start; windows
-	// counts the windows stamped so far (boundary.go).
+	// whole says an answer stating the window stamp left at least half
+	// its limit: what was left came back at its start; windows counts
+	// the windows stamped so far (boundary.go).
 	whole   bool
 	windows int
 	others  otherClients

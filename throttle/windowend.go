@@ -96,11 +96,12 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		}
 		q.others.roll(q.window > 0 && gap-q.window < p/2)
 		q.stamp, q.opened = stamp, a.now
-		q.whole = q.limit > 0 && s.Remaining >= q.limit/2
+		q.whole = false
 		q.windows++
 	}
 	q.bound(a, stamp, prev, p)
-	q.precision = p // before observe: it rounds the first window up to it
+	q.whole = q.whole || (q.limit > 0 && s.Remaining >= q.limit/2) // answers may come in any order
+	q.precision = p                                                // before observe: it rounds the first window up to it
 	reset := stamp + q.hi
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
 	leftOf := func(raw int) int {

@@ -81,7 +81,8 @@ func TestUpstreamProbesWhereAFixedWindowEnds(t *testing.T) {
 	p.answer(1200*time.Millisecond, 1190*time.Millisecond, 1, 0, true)   // lo: 190 ms
 	p.answer(1350*time.Millisecond, 1340*time.Millisecond, 2, 47, false) // hi: 350 ms; it came back at the boundary: fixed
 	p.answer(1400*time.Millisecond, 1390*time.Millisecond, 2, 0, false)  // nothing left
-	assert.Equal(t, ms(870, 950), delays(t, p.u, 2), "the probe at 2 s + 270 ms, then the latest end, 2.35 s")
+	assert.Equal(t, ms(870), delays(t, p.u, 1), "the probe at 2 s + 270 ms")
+	assertHeld(t, p.u, 0, "the rest wait for its answer (boundary.go), which tells where the window ends")
 
 	// The probe met the old window: lo is 270 ms. Its answer takes it
 	// off what is in flight, which leaves one unit asking at the
@@ -91,8 +92,8 @@ func TestUpstreamProbesWhereAFixedWindowEnds(t *testing.T) {
 	require.NoError(t, p.u.Learn(context.Background(), "k", throttle.Outcome{N: 1, Throttled: true, Latency: 10 * time.Millisecond, Statements: []throttle.Statement{{
 		Name: "requests", Unit: throttle.UnitRequests, Limit: 48, Remaining: 0,
 		Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}}}))
-	assert.Equal(t, []time.Duration{70*time.Millisecond + (time.Second+47)/48}, delays(t, p.u, 1),
-		"no second probe in this window: one spacing (1 s / 48) after the one booked at the latest end")
+	assert.Equal(t, []time.Duration{70 * time.Millisecond}, delays(t, p.u, 1),
+		"no second probe in this window: the latest end (2.35 s), where none was booked while the probe asked")
 }
 
 // Answers in flight together may have been handled in either order: of
@@ -119,9 +120,9 @@ func TestUpstreamKeepsOtherClientsShareOut(t *testing.T) {
 	p.answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9, false) // hi: 305 ms; fixed; 1 of ours
 	// Half a window in, 6 were spent and 2 were ours: others spend 8/s.
 	p.answer(1805*time.Millisecond, 1800*time.Millisecond, 2, 4, false)
-	assert.Equal(t, ms(500, 1000), delays(t, p.u, 2),
+	assert.Equal(t, ms(500), delays(t, p.u, 1),
 		"the 4 left go to the others before the reset (2.305 s); after it, the 2 a window they leave")
-	assertHeld(t, p.u, 0, "a third unit past the reset waits for the two asking there (boundary.go)")
+	assertHeld(t, p.u, 0, "a second unit past the reset waits for the answer of the one asking there (boundary.go)")
 }
 
 // A sliding counter's count of the window before carries over its
