@@ -553,6 +553,9 @@ type statedQuota struct {
 	// the windows stamped so far (boundary.go).
 	whole   bool
 	windows int
+	// shared says another client was seen spending from the quota
+	// (others.go): the boundary is not asked there (boundary.go).
+	shared  bool
 	others  otherClients
 	meter   refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
 	floor   refillFloor // noreturn.go: the least refill stated over the meter's current stretch

@@ -104,6 +104,7 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 	q.precision = p                                                // before observe: it rounds the first window up to it
 	reset := stamp + q.hi
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
+	q.shared = q.shared || q.others.rate > 0 || q.others.guess > 0
 	leftOf := func(raw int) int {
 		if raw < 0 {
 			return math.MaxInt
