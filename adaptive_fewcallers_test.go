@@ -33,7 +33,8 @@ func TestAcceptanceAdaptiveFewCallers(t *testing.T) {
 				const hidden = 100
 				up := &hiddenUp{shape: "bucket", limit: constLimit(hidden), burst: tt.giveBurst}
 				r := learnRun(t, learnConfig{up: up, ceiling: 10000, workers: 8, latency: tt.giveWay,
-					run: 20 * time.Second, settle: 5 * time.Second, hidden: constLimit(hidden), policy: retryafter.Policy{}})
+					run: 20 * time.Second, settle: 5 * time.Second, hidden: constLimit(hidden), policy: retryafter.Policy{},
+					stagger: 100 * time.Microsecond})
 				t.Logf("from 5 s: rate in [%.1f, %.1f], %.3f used, %.4f throttled (%d of %d)", r.lo, r.hi, r.util, r.thr, r.refuse, r.admitted+r.refuse)
 				assert.LessOrEqual(t, r.hi, 2.0*hidden, "learned rate far above what is sent")
 				assert.LessOrEqual(t, r.thr, 0.01, "throttled answers")

@@ -146,6 +146,10 @@ type learnConfig struct {
 	opts     []throttle.Option
 	hosts    []string
 	watchKey string
+	// stagger starts worker w w×stagger late: its requests and answers
+	// then never share an instant with another worker's, whose order on
+	// a bubble's one clock is the scheduler's.
+	stagger time.Duration
 }
 
 // learnRun runs the README's recipe against c.up inside the current bubble.
@@ -185,6 +189,7 @@ func learnRun(t *testing.T, c learnConfig) learnResult {
 		go func() {
 			defer wg.Done()
 			host := c.hosts[w%len(c.hosts)]
+			time.Sleep(time.Duration(w) * c.stagger)
 			for time.Now().Before(end) {
 				ctx, cancel := context.WithDeadline(context.Background(), end)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1", nil)
