@@ -59,6 +59,10 @@ func (k *statedKey) holdBoundary(q *statedQuota, now, from int64, n int) int64 {
 	if q.stamp == math.MinInt64 || q.sliding || !q.whole || q.shared || from >= q.expires {
 		return 0 // not a window stated as an instant that came back at its start, or one shared
 	}
+	room := q.left >= n && from < q.reset && !q.unsure(from)
+	if room && q.windows > 2 {
+		return 0 // room before the reset, past the first boundary: no walk of the flight
+	}
 	// The askers in flight: units booked past a reset, or taking the
 	// pace after it (unsure); the two due first. counted counts the
 	// units taken from what is left that q's latest statement may have
@@ -90,8 +94,8 @@ func (k *statedKey) holdBoundary(q *statedQuota, now, from int64, n int) int64 {
 		need = askers // the first boundary
 	}
 	switch {
-	case q.left >= n && from < q.reset && !q.unsure(from):
-		if count == 0 || first > now+2*q.spacing() || q.windows > 2 {
+	case room:
+		if count == 0 || first > now+2*q.spacing() {
 			return 0 // room before the reset, and no first boundary being asked
 		}
 	case q.earliest(from, n, k.paced) <= from:
