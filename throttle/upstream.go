@@ -248,6 +248,14 @@ type Learner interface {
 // nothing, and the caller reserves again once the answers are in
 // (hold.go). [Wait], [All] and an egress Transport do so.
 //
+// Past a spent reset stated as an instant, the first booking goes alone
+// and asks (two at the first boundary), and the others are held until its
+// answer states what the new window has left: a fixed window's limit is
+// then booked at once, where the pace after the reset would have spread
+// it, and a configured sliding log kept that spread in every window after
+// (boundary.go). Not for a quota told sliding, nor one another client
+// spends from. ReserveUnits does not hold.
+//
 // Booked alone (Reserve and ReserveAfter, as an egress Transport with
 // WithRetry and no limiter does), the record is the key's only pace, and
 // paces what a configured limiter would: resets stated as delays, with
