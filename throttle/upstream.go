@@ -556,20 +556,19 @@ type statedQuota struct {
 	fixed     bool  // what was left came back at a window boundary: a fixed window
 	onDemand  bool  // windowend.go: a window's end moved from the phase of the ones before: each starts at a request
 	opened    int64 // windowend.go: when the first answer stating the window stamp arrived
+	others    otherClients
+	meter     refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
+	floor     refillFloor // noreturn.go: the least refill stated over the meter's current stretch
+	log       []int64     // windowlog.go: the latest limit slots booked, in order, when logs
+	tat       int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
+	expires   int64       // when the statement stops holding anything back
 	// whole says an answer stating the window stamp left at least half
 	// its limit: what was left came back at its start; windows counts
-	// the windows stamped so far (boundary.go).
+	// the windows stamped so far; shared says another client was seen
+	// spending from the quota (others.go). boundary.go reads them.
 	whole   bool
 	windows int
-	// shared says another client was seen spending from the quota
-	// (others.go): the boundary is not asked there (boundary.go).
 	shared  bool
-	others  otherClients
-	meter   refillMeter // a bucket's refill, measured when its rate is not stated (refill.go)
-	floor   refillFloor // noreturn.go: the least refill stated over the meter's current stretch
-	log     []int64     // windowlog.go: the latest limit slots booked, in order, when logs
-	tat     int64       // the next free slot at or after reset, at limit per window; for a refilling quota, when it is full
-	expires int64       // when the statement stops holding anything back
 }
 
 // maxHoldOption carries [WithMaxHold]; the constructors that know it read

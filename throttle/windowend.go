@@ -100,8 +100,9 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 		q.windows++
 	}
 	q.bound(a, stamp, prev, p)
-	q.whole = q.whole || (q.limit > 0 && s.Remaining >= q.limit/2) // answers may come in any order
-	q.precision = p                                                // before observe: it rounds the first window up to it
+	// Any answer of the window tells it came back: they come in any order.
+	q.whole = q.whole || (q.limit > 0 && s.Remaining >= q.limit/2)
+	q.precision = p // before observe: it rounds the first window up to it
 	reset := stamp + q.hi
 	q.others.observe(q, s, a, k.pending(q.unit, a.now, a))
 	q.shared = q.shared || q.others.rate > 0 || q.others.guess > 0
