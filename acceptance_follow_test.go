@@ -55,13 +55,17 @@ func TestAcceptanceEpochResetOnSynctestClock(t *testing.T) {
 	}
 }
 
-// Answers to requests sent at the same instant come in any order: of two
-// statements of one window for requests sent together, the lower
-// remaining wins, whichever arrives last (issue 13: the later statement
-// wins only when it is known to be later). Under testing/synctest every
+// Answers to requests in flight together come in any order: of two
+// statements of one window for requests sent before either answer came
+// back, the lower remaining wins, whichever arrives last (issue 13: the
+// later statement wins only when it is known to be later: its request
+// sent after the other's answer arrived, or so long after the other's that
+// their ways there cannot make up for it). Under testing/synctest every
 // request a burst sends leaves at the same instant; before the fix the
 // last to arrive won, and a 200 stating remaining 5 after one stating 0
-// let 5 more go before the reset.
+// let 5 more go before the reset. Against didip/tollbooth, a request
+// sent 0.1 ms after another, while both were in flight, was taken as
+// the later, and its higher remaining let 20 429s through.
 func TestAcceptanceTiedStatementsLowerWins(t *testing.T) {
 	stated := func(remaining int) throttle.Outcome {
 		return throttle.Outcome{N: 1, Latency: 20 * time.Millisecond, Statements: []throttle.Statement{
@@ -70,13 +74,18 @@ func TestAcceptanceTiedStatementsLowerWins(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		giveLast int // remaining stated by the answer that arrives last
-		giveTie  bool
+		giveLast int           // remaining stated by the answer that arrives last
+		giveSent time.Duration // when its request was sent, after the first's; 0: together
+		giveGap  time.Duration // when it arrives, after the first answer
 		wantOK   bool
 	}{
-		{name: "sent together, higher remaining arrives last", giveLast: 5, giveTie: true, wantOK: false},
-		{name: "sent together, lower remaining arrives last", giveLast: 0, giveTie: true, wantOK: false},
-		{name: "sent later, higher remaining: a sliding window's estimate decayed", giveLast: 5, giveTie: false, wantOK: true},
+		{name: "sent together, higher remaining arrives last", giveLast: 5, wantOK: false},
+		{name: "sent together, lower remaining arrives last", giveLast: 0, wantOK: false},
+		// Its round trip 4 ms longer: it may have reached the upstream
+		// first.
+		{name: "sent 1 ms later, answered 5 ms later", giveLast: 5, giveSent: time.Millisecond, giveGap: 5 * time.Millisecond, wantOK: false},
+		{name: "sent 10 ms later, answered with it", giveLast: 5, giveSent: 10 * time.Millisecond, wantOK: true},
+		{name: "sent after the first answer arrived, higher remaining: a sliding window's estimate decayed", giveLast: 5, giveSent: 25 * time.Millisecond, giveGap: 25 * time.Millisecond, wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,11 +97,10 @@ func TestAcceptanceTiedStatementsLowerWins(t *testing.T) {
 				if tt.giveLast == 0 {
 					first = stated(5)
 				}
-				require.NoError(t, u.Learn(ctx, "k", first))
+				require.NoError(t, u.Learn(ctx, "k", first)) // sent 20 ms ago
+				time.Sleep(tt.giveGap)
 				last := stated(tt.giveLast)
-				if !tt.giveTie {
-					last.Latency = 10 * time.Millisecond // sent 10 ms after the first
-				}
+				last.Latency = 20*time.Millisecond + tt.giveGap - tt.giveSent
 				require.NoError(t, u.Learn(ctx, "k", last))
 				r, err := u.Reserve(ctx, "k", 1, 0)
 				require.NoError(t, err)

@@ -120,16 +120,17 @@ func TestWaitWaitsOutAHold(t *testing.T) {
 		for range 3 {
 			u.SendUnbooked()
 		}
-		learn := func(remaining int) {
-			o := throttle.Outcome{SentUnbooked: true, Latency: 4 * time.Millisecond,
+		learn := func(remaining int, latency time.Duration) {
+			o := throttle.Outcome{SentUnbooked: true, Latency: latency,
 				Statements: []throttle.Statement{requests(10, remaining, time.Second, time.Second)}}
 			require.NoError(t, u.Learn(ctx, "k", o))
 		}
-		learn(1) // 2 in flight
+		learn(1, 4*time.Millisecond) // 2 in flight
 		go func() {
 			time.Sleep(time.Millisecond / 2)
-			learn(2)
-			learn(3)
+			// Sent after the first answer arrived: later statements.
+			learn(2, time.Millisecond/4)
+			learn(3, time.Millisecond/4)
 		}()
 		start := time.Now()
 		require.NoError(t, throttle.Wait(ctx, u, "k", 1))

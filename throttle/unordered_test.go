@@ -45,3 +45,38 @@ func TestUpstreamUnorderedAnswersCountOnce(t *testing.T) {
 		})
 	}
 }
+
+// An answer wins as the later statement only when its request reached the
+// upstream later as far as anyone can tell: sent after the winning
+// statement arrived, or so long after the winner's request that the
+// difference of their ways there cannot make up for it (half the
+// difference of their round trips). Five requests leave together; the
+// upstream handles B first (9 of 10 left) and A last (5 left). A, sent at
+// 0.1 ms, is answered at 1 ms; B, sent 0.1 ms after it, at 2 ms: its way
+// there may have been 0.45 ms shorter. Taken as the later statement, B's
+// 9 less the 3 still in flight let 6 go where 5 remained
+// (didip/tollbooth, 32 goroutines, WithRetry alone: 20 429s in 600); the
+// lower of what each left at its arrival, A's 5 less the 4 then in
+// flight, lets 1 go.
+func TestUpstreamAnswersInFlightTogetherAreUnordered(t *testing.T) {
+	clk, u := clockedUpstream(t)
+	ctx := context.Background()
+	assert.Equal(t, ms(0, 0, 0, 0, 0), delays(t, u, 5), "five in flight")
+	answer := func(remaining int, latency time.Duration) {
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Latency: latency, Statements: []throttle.Statement{requests(10, remaining, time.Second, time.Second)}}))
+	}
+	clk.Advance(time.Millisecond)
+	answer(5, 900*time.Microsecond) // A, sent at 0.1 ms
+	clk.Advance(time.Millisecond)
+	answer(9, 1800*time.Microsecond) // B, sent at 0.2 ms
+	got := delays(t, u, 3)
+	assert.Equal(t, time.Duration(0), got[0])
+	assert.Greater(t, got[1], time.Duration(0), "the second waits for the reset")
+
+	// C, sent after A's answer arrived, was handled after A: it wins,
+	// though it states more (a bucket refilled, or a sliding window's
+	// estimate decayed).
+	clk.Advance(time.Millisecond)
+	answer(8, 500*time.Microsecond)
+	assert.Equal(t, ms(0, 0), delays(t, u, 2), "8 left, 5 in flight")
+}

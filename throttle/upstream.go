@@ -265,7 +265,8 @@ type Learner interface {
 // statement left goes at once, the rest is held until the bucket can
 // have refilled, one probe tells a bucket from a window of a second, and
 // the refill is measured from there (unpaced.go). Inside [All] beside
-// another limiter, and through ReserveUnits, that limiter paces.
+// another limiter, that limiter paces, within what the record holds of
+// such a bucket; through ReserveUnits, it paces alone.
 //
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset.
@@ -872,12 +873,20 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	switch {
 	case q.reset > now && reset >= q.reset-p && reset <= q.reset+p && !q.cameBack(s, sent, p):
 		// The same window. The earlier reset wins: each is late by up to
-		// its precision. The statement for the request sent later wins:
-		// a sliding window's remaining may grow as its estimate decays;
-		// an answer for an older request that arrived late only lowers
-		// what is left. Resets stated as delays have no window to tell a fixed one by
-		// (windowend.go does, for instants), so a remaining that grows
-		// marks a sliding window even for requests in flight together.
+		// its precision. An answer to a request that reached the upstream
+		// after the winner's (later) saw everything that one saw, so it
+		// wins: a sliding window's remaining may grow as its estimate
+		// decays, and resets stated as delays have no window to tell a
+		// fixed one by (windowend.go does, for instants), so a remaining
+		// that grows so marks a sliding window.
+		//
+		// Of answers to requests that may have reached it in either order,
+		// the lower remaining wins: it may be the later. A higher one lowers
+		// what is left at most. Taken as the later, an answer to a request
+		// sent 0.1 ms after the winner's, stating 47 left where it had
+		// stated 16, let the first herd of 32 goroutines meet 20 429s of
+		// didip/tollbooth's bucket
+		// (TestUpstreamAnswersInFlightTogetherAreUnordered).
 		//
 		// Where the order is unknown (no latency given, or one measured
 		// 0 on a clock that stands still, testing/synctest), or where the
@@ -888,10 +897,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// handled before the lowest statement and answered after it. The
 		// README recipe's aligned fixed window stating delays lost units
 		// of its first windows so, and a window of a second stating t
-		// rounded up 9 of its 48 (TestRetryOnlyIETFWithoutPolicy). Where
-		// the order is known, the later request's statement wins; there,
-		// with holds on booked units, "out of order, IETF" of
-		// TestAcceptanceDialectsShapeThePace met 9 429s.
+		// rounded up 9 of its 48 (TestRetryOnlyIETFWithoutPolicy).
 		grew := s.Remaining > q.raw && q.raw >= 0
 		if a.ok {
 			q.admitted++
@@ -903,7 +909,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			q.tat = now + q.spacing()
 		}
 		switch {
-		case sent != math.MinInt64 && sent > q.sent && !(grew && q.noRefill):
+		case sent != math.MinInt64 && sent > q.sent && q.later(sent, now) && !(grew && q.noRefill):
 			if grew {
 				q.sliding = true
 			}
@@ -913,6 +919,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.raw = s.Remaining
 			}
 			q.left = q.raw - k.inFlight(unit, min(q.reset, reset), a)
+		case sent != math.MinInt64 && s.Remaining >= 0 && s.Remaining < q.raw:
+			// Not known to be later, and lower: it may be the later.
+			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, max(q.sent, sent), s.Remaining, now, reset-now, 0
 		default:
 			q.left = min(q.left, left)
 		}
@@ -946,6 +955,22 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 	}
 	q.expires = now + maxHold
 	return true
+}
+
+// later reports whether a request sent at sent and answered at now
+// reached the upstream after the request whose statement q holds: it was
+// sent after that statement arrived, or so long after that request that
+// the difference of their ways there cannot make up for it (taken as half
+// the difference of their round trips). A herd released at one instant
+// leaves over a few hundred microseconds, and its requests reach the
+// upstream in any order (didip/tollbooth: sent 0.1 ms apart, answered
+// 3.4 and 2.6 ms later).
+func (q *statedQuota) later(sent, now int64) bool {
+	if sent >= q.heardAt || q.sent == math.MinInt64 {
+		return true
+	}
+	d := (now - sent) - (q.heardAt - q.sent)
+	return sent-q.sent > max(d, -d)/2
 }
 
 // refilled notes s, an answer within q's window, and reports whether it
@@ -1170,21 +1195,23 @@ func (q *statedQuota) paceStart() int64 {
 }
 
 // earliest returns the first slot at or after from at which q admits n
-// units. paced says that another limiter paces the key (see reserve). A
+// units. paced says that another limiter paces the key, and own that the
+// record holds a bucket whose rate it does not know itself (see
+// reserve). A
 // statement holds nothing back beyond its expiry (the max hold from its
 // arrival), however many units it counts ahead: a thousand requests
 // sent unbooked before a bucket of 7 a second spoke would otherwise hold
 // the next booking two minutes (found by FuzzUpstream).
-func (q *statedQuota) earliest(from int64, n int, paced bool) int64 {
+func (q *statedQuota) earliest(from int64, n int, paced, own bool) int64 {
 	if from >= q.expires || n <= 0 {
 		return from
 	}
-	return min(q.admits(from, n, paced), q.expires)
+	return min(q.admits(from, n, paced, own), q.expires)
 }
 
 // admits returns the first slot at or after from at which q, as stated
 // and booked, admits n units, whatever its expiry (see earliest).
-func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
+func (q *statedQuota) admits(from int64, n int, paced, own bool) int64 {
 	if q.refills {
 		if q.period <= 0 {
 			return from // full when last stated, at a pace not yet known
@@ -1194,7 +1221,7 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 	if r := q.bucketRate(); r > 0 {
 		return q.meter.earliest(from, n, q.limit, r)
 	}
-	if !paced && q.unknownBucket() {
+	if own && q.unknownBucket() {
 		return from // unpaced.go: waitUnpaced held it until it fits
 	}
 	if from < q.reset {
@@ -1227,8 +1254,8 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 
 // book takes n units of q at slot, which earliest allowed, and returns
 // how to give them back. inflight is how many units of q are in flight
-// (see waitUnpaced), read only when not paced.
-func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPart {
+// (see waitUnpaced), read only when own.
+func (q *statedQuota) book(slot int64, n int, paced, own bool, inflight int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	if slot < q.expires && n > 0 && q.logBook(slot, n) {
 		p.logged, p.logSlot = true, slot
@@ -1236,7 +1263,7 @@ func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPa
 	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
-	case r <= 0 && !paced && q.unknownBucket():
+	case r <= 0 && own && q.unknownBucket():
 		q.bookUnpaced(slot, n, inflight)
 		p.before = true
 	case r > 0:
@@ -1417,8 +1444,9 @@ func (u *Upstream) ReserveUnits(ctx context.Context, key string, n int, units ma
 // the moment of sending, once the configured limiter's slot has come.
 // paced says that another limiter paces the key beside the record (All
 // books them at one slot; ReserveUnits books at the configured limiter's
-// slot): the record then leaves a bucket whose rate it does not know to
-// that limiter, and otherwise paces it itself (unpaced.go).
+// slot). A bucket whose rate it does not know the record holds itself
+// (own, unpaced.go) whenever it may hold; through ReserveUnits, which
+// never holds, it leaves that bucket to the configured limiter.
 func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration, holds, paced bool) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
@@ -1448,7 +1476,8 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(h, k.left(now)), nil
 		}
 	}
-	if !paced {
+	own := !paced || holds
+	if own {
 		if h := k.waitUnpaced(now, from, &f, unbooked); h > 0 {
 			if maxWait >= 0 && h > int64(maxWait) {
 				return Refused(time.Duration(h)-maxWait, k.left(now)), nil
@@ -1456,7 +1485,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(time.Duration(h), k.left(now)), nil
 		}
 	}
-	slot := k.earliest(from, &f, paced)
+	slot := k.earliest(from, &f, paced, own)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
 	}
@@ -1464,10 +1493,10 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	for i := range k.quotas {
 		q := &k.quotas[i]
 		inflight := 0
-		if !paced {
-			inflight = k.inFlightNow(q.unit, unbooked) // only a record booked alone reads it (unpaced.go): no walk of the flight on the paced path
+		if own && q.unknownBucket() {
+			inflight = k.inFlightNow(q.unit, unbooked) // only bookUnpaced reads it: no walk of the flight on the other paths
 		}
-		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, inflight))
+		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, own, inflight))
 	}
 	k.inflight += n
 	f.b = b
@@ -1479,12 +1508,12 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 // admits f's units at, each in its own unit. Each quota is monotone (a
 // slot that fits keeps fitting later), so raising the slot to each one's
 // earliest converges.
-func (k *statedKey) earliest(from int64, f *statedFlight, paced bool) int64 {
+func (k *statedKey) earliest(from int64, f *statedFlight, paced, own bool) int64 {
 	for changed := true; changed; {
 		changed = false
 		for i := range k.quotas {
 			q := &k.quotas[i]
-			s := q.earliest(from, f.of(q.unit), paced)
+			s := q.earliest(from, f.of(q.unit), paced, own)
 			s = q.logged(s, f.of(q.unit), unbookedOf(q.unit, f.pend), f.at)
 			if s > from {
 				from, changed = s, true
@@ -1634,7 +1663,7 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return s, nil
 	}
 	s.Remaining = k.left(now)
-	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}, false) - now)
+	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}, false, true) - now)
 	s.Ahead = k.inflight
 	s.Paused = time.Duration(max(k.paused-now, 0))
 	return s, nil
