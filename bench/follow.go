@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/didip/tollbooth/v7"
 	"github.com/go-chi/httprate"
 	"github.com/sethvargo/go-limiter/httplimit"
 	"github.com/sethvargo/go-limiter/memorystore"
@@ -100,6 +101,19 @@ func ululeFront(limit int, window time.Duration) front {
 		rate := limiter.Rate{Period: window, Limit: int64(limit)}
 		mw := stdlib.NewMiddleware(limiter.New(memory.NewStore(), rate))
 		return mw.Handler(okHandler), func() {}, nil
+	}
+}
+
+// tollboothFront is didip/tollbooth v7 as its README shows: a limiter of
+// perSecond requests a second (NewLimiter(perSecond, nil): an x/time/rate
+// token bucket, burst perSecond) behind LimitHandler, keyed by IP. Every
+// answer carries IETF draft-03's RateLimit-Limit, -Remaining (whole tokens
+// left) and -Reset, the reset always "1" whatever the bucket holds; a 429
+// carries no Retry-After.
+func tollboothFront(perSecond float64) front {
+	return func() (http.Handler, func(), error) {
+		lmt := tollbooth.NewLimiter(perSecond, nil)
+		return tollbooth.LimitHandler(lmt, okHandler), func() {}, nil
 	}
 }
 
@@ -249,6 +263,12 @@ func followScenarios(smoke bool) []scenario {
 			limit: window, front: tr("5f", ululeFront(rate, time.Second)),
 			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
 		},
+		{
+			id: "5g", part: "5", table: tableFollow,
+			title: fmt.Sprintf("Real upstream: didip/tollbooth v7, a token bucket of 48/s and burst 48 (IETF draft-03 RateLimit-* fields, the reset always \"1\"; no Retry-After), %d requests from 32 goroutines", n),
+			limit: upstream.Config{Rate: rate, Burst: rate}, front: tr("5g", tollboothFront(rate)),
+			shares: []int{n}, goroutines: 32, plot: plotPerBin, contenders: real,
+		},
 	}
 	spent := []string{"egress (README)", "egress (adaptive)", "x/time/rate", "failsafe-go"}
 	scs = append(scs,
@@ -319,7 +339,7 @@ func followScenarios(smoke bool) []scenario {
 	var out []scenario
 	for _, sc := range scs {
 		switch sc.id {
-		case "5b", "5c", "5d", "7":
+		case "5b", "5c", "5d", "5g", "7":
 			sc.contenders = sc.contenders[:1]
 		case "6a", "6c", "6d", "6f", "5e":
 			continue
