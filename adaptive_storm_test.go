@@ -146,9 +146,11 @@ type learnConfig struct {
 	opts     []throttle.Option
 	hosts    []string
 	watchKey string
-	// stagger starts worker w w×stagger late: its requests and answers
-	// then never share an instant with another worker's, whose order on
-	// a bubble's one clock is the scheduler's.
+	// stagger starts worker w w×stagger late, and adds w×stagger to its
+	// latency each way: its requests and answers then never share an
+	// instant with another worker's, whose order on a bubble's one clock
+	// is the scheduler's, not even when a pause releases every worker
+	// at once.
 	stagger time.Duration
 }
 
@@ -158,7 +160,17 @@ func learnRun(t *testing.T, c learnConfig) learnResult {
 	require.NoError(t, err)
 	c.up.start = time.Now()
 	base := &simBase{h: c.up, in: spread(c.latency), out: spread(c.latency)}
-	client := &http.Client{Transport: egress.NewTransport(base, egress.WithLimiter(a), egress.WithRetry(c.policy))}
+	var inner http.RoundTripper = base
+	if c.stagger > 0 {
+		inner = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			extra := time.Duration(req.Context().Value(workerKey{}).(int)) * c.stagger
+			time.Sleep(extra)
+			resp, err := base.RoundTrip(req)
+			time.Sleep(extra)
+			return resp, err
+		})
+	}
+	client := &http.Client{Transport: egress.NewTransport(inner, egress.WithLimiter(a), egress.WithRetry(c.policy))}
 	if c.hosts == nil {
 		c.hosts = []string{"api.test"}
 	}
@@ -191,7 +203,7 @@ func learnRun(t *testing.T, c learnConfig) learnResult {
 			host := c.hosts[w%len(c.hosts)]
 			time.Sleep(time.Duration(w) * c.stagger)
 			for time.Now().Before(end) {
-				ctx, cancel := context.WithDeadline(context.Background(), end)
+				ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), workerKey{}, w), end)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v1", nil)
 				resp, err := client.Do(req)
 				cancel()
@@ -252,6 +264,9 @@ func learnRun(t *testing.T, c learnConfig) learnResult {
 	}
 	return res
 }
+
+// workerKey carries a learnRun worker's number in its requests' context.
+type workerKey struct{}
 
 func constLimit(n int) func(time.Duration) int { return func(time.Duration) int { return n } }
 
