@@ -43,7 +43,7 @@ import (
 // limiter set above the bucket sends whatever it allows, and one set 25%
 // above didip/tollbooth's bucket of 48 (burst 60) sent its first burst
 // whole: 12 429s in 600 requests, where holding what the statements left
-// met none (TestStatementsOfRequestsInFlightTogether). At the published
+// met none (TestRecipeHoldsABucketItCannotPace). At the published
 // numbers the limiter admits no more than the bucket, and the hold never
 // comes. Through ReserveUnits, which never holds, the limiter paces alone.
 //

@@ -360,7 +360,7 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 // answer arrived, lets one go and holds the next for the time the bucket
 // takes to refill one of the 8 it lacked. Left to the limiter, a limiter
 // set 25% above didip/tollbooth's bucket sent its whole burst: 12 429s in
-// 600 requests (TestStatementsOfRequestsInFlightTogether in the root).
+// 600 requests (TestRecipeHoldsABucketItCannotPace in the root).
 func TestUpstreamHoldsABucketItCannotPace(t *testing.T) {
 	clk, u := clockedUpstream(t)
 	ctx := context.Background()
