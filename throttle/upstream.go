@@ -1197,11 +1197,10 @@ func (q *statedQuota) paceStart() int64 {
 // earliest returns the first slot at or after from at which q admits n
 // units. paced says that another limiter paces the key, and own that the
 // record holds a bucket whose rate it does not know itself (see
-// reserve). A
-// statement holds nothing back beyond its expiry (the max hold from its
-// arrival), however many units it counts ahead: a thousand requests
-// sent unbooked before a bucket of 7 a second spoke would otherwise hold
-// the next booking two minutes (found by FuzzUpstream).
+// reserve). A statement holds nothing back beyond its expiry (the max
+// hold from its arrival), however many units it counts ahead: a thousand
+// requests sent unbooked before a bucket of 7 a second spoke would
+// otherwise hold the next booking two minutes (found by FuzzUpstream).
 func (q *statedQuota) earliest(from int64, n int, paced, own bool) int64 {
 	if from >= q.expires || n <= 0 {
 		return from
