@@ -32,7 +32,6 @@ type simUpstream struct {
 	dialect string        // see headers
 	ceilSec bool          // whole-second resets rounded up (true) or truncated (false, as most servers do)
 	noDate  bool          // send no Date header
-	noRA    bool          // send no Retry-After with a 429
 
 	// hostile, when set, answers instead of the limiter while it returns
 	// true, with the headers it sets and the status it returns.
@@ -72,9 +71,7 @@ func (s *simUpstream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	s.state(h, now, remaining, reset)
 	if !ok {
 		s.refused++
-		if !s.noRA {
-			h.Set("Retry-After", strconv.Itoa(int(math.Ceil(reset.Seconds()))))
-		}
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(reset.Seconds()))))
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	}
@@ -154,12 +151,6 @@ func (s *simUpstream) state(h http.Header, now time.Time, remaining int, reset t
 	case "ietf":
 		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=%d`, s.limit, int(s.window/time.Second)))
 		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, secs))
-	case "draft03-window":
-		// didip/tollbooth's: IETF draft-03's fields, the reset always
-		// the window in seconds, whatever the bucket holds.
-		h.Set("RateLimit-Limit", limit)
-		h.Set("RateLimit-Remaining", rem)
-		h.Set("RateLimit-Reset", strconv.Itoa(int(s.window/time.Second)))
 	case "ietf-nopolicy":
 		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, remaining, secs))
 	case "x-epoch":

@@ -98,7 +98,7 @@ func (k *statedKey) holdBoundary(q *statedQuota, now, from int64, n int) int64 {
 		if count == 0 || first > now+2*q.spacing() {
 			return 0 // room before the reset, and no first boundary being asked
 		}
-	case q.earliest(from, n, k.paced, !k.paced) <= from:
+	case q.earliest(from, n, k.paced) <= from:
 		return 0 // the record holds nothing back (a bucket's refill, left to the limiter pacing the key)
 	case count < need:
 		if from < q.reset && q.left < n && now < q.heardAt+q.holdSpan() && q.left+counted >= n {

@@ -90,7 +90,7 @@ func (q *statedQuota) hold(now, from int64, n, pending, booked int, timed bool) 
 	if q.latency <= 0 && timed {
 		pend += booked // order unknown: see bookedBefore
 	}
-	if from >= q.reset || from >= q.expires || q.refills || q.bucketRate() > 0 || (q.latency <= 0 && !timed) || q.left >= n || q.left+pend < n || q.earliest(from, n, true, false) < q.reset {
+	if from >= q.reset || from >= q.expires || q.refills || q.bucketRate() > 0 || (q.latency <= 0 && !timed) || q.left >= n || q.left+pend < n || q.earliest(from, n, true) < q.reset {
 		q.holding = math.MinInt64 // nothing ambiguous: the next hold starts a new span
 		return 0
 	}
@@ -151,7 +151,7 @@ const untoldAnswers = 3
 func (q *statedQuota) untoldRefill(from int64, n int) bool {
 	return !q.refills && !q.sliding && q.stamp == math.MinInt64 && q.bucketRate() <= 0 &&
 		q.raw >= 0 && q.left < n && from < q.reset && q.admitted < untoldAnswers &&
-		q.mayRefill(q.precision) && q.earliest(from, n, true, false) >= q.reset
+		q.mayRefill(q.precision) && q.earliest(from, n, true) >= q.reset
 }
 
 // holdAhead returns how long a booking of n units of q's unit must wait

@@ -39,10 +39,9 @@ import (
 // known or sent without a booking here. A rate measured low costs wall
 // time in proportion while the callers keep bookings queued ahead.
 //
-// Until the rate is known, the record holds what the bucket cannot have
-// (unpaced.go) and the configured limiter paces within it; a reset stated
+// Until the rate is known, the configured limiter paces; a reset stated
 // as "within a second" to the second (throttled's, every time) does not
-// book units at its end (see [statedQuota.vague]).
+// hold bookings until its end (see [statedQuota.vague]).
 
 const (
 	// refillKeep is how much measured time the rate is pooled over.
@@ -273,9 +272,8 @@ func (q *statedQuota) bucketRate() float64 {
 // that second the quota returns; holding every booking until its end, a
 // second at a time, while the refill is not yet measured, booked the
 // configured limiter a second ahead and released a herd there (bench
-// scenario 5b, configured 25% too high). Until the refill is measured,
-// the record holds what the bucket cannot have instead, with nothing
-// booked (unpaced.go), and the configured limiter paces within it.
+// scenario 5b, configured 25% too high). The configured limiter paces
+// instead, until the refill is measured.
 func (q *statedQuota) vague() bool {
 	return !q.absolute && !q.stated && q.precision > 0 && q.longest <= q.precision
 }

@@ -5,13 +5,12 @@ import (
 	"time"
 )
 
-// A bucket whose rate the record does not know: one that states its size
-// and what remains, but neither its rate nor a window, and a reset only
-// "within a second". The record cannot pace it from what it states, so
-// it holds what the bucket cannot have. With egress.WithRetry alone, or
-// WithUpstream and no limiter, the record is the key's only limiter;
-// beside a configured limiter (All), that limiter paces the key within
-// what the record lets through.
+// A record that nothing else paces. With egress.WithRetry alone, or
+// WithUpstream and no limiter, the record is the key's only limiter: what
+// a configured limiter would do for a quota the record cannot pace (a
+// bucket that states its size and what remains, but neither its rate
+// nor a window, and a reset only "within a second"), the record does
+// itself.
 //
 // Such a reset (throttled/throttled's GCRA rounds the time until its
 // bucket is full up to a second; a fixed window of a second or less
@@ -39,13 +38,8 @@ import (
 // 429s whose Retry-After of a second paused all callers, and a third of
 // the requests failed after their retries).
 //
-// Beside another limiter in All, the record holds the same way: a
-// limiter set above the bucket sends whatever it allows, and one set 25%
-// above didip/tollbooth's bucket of 48 (burst 60) sent its first burst
-// whole: 12 429s in 600 requests, where holding what the statements left
-// met none (TestRecipeHoldsABucketItCannotPace). At the published
-// numbers the limiter admits no more than the bucket, and the hold never
-// comes. Through ReserveUnits, which never holds, the limiter paces alone.
+// With another limiter beside the record (All, ReserveUnits), that
+// limiter paces the key, and the record leaves the bucket to it.
 //
 // With [WithFirstAnswer], nor is a key that nobody has heard from yet
 // booked all at once: its first booking goes, and the others are held

@@ -265,8 +265,7 @@ type Learner interface {
 // statement left goes at once, the rest is held until the bucket can
 // have refilled, one probe tells a bucket from a window of a second, and
 // the refill is measured from there (unpaced.go). Inside [All] beside
-// another limiter, that limiter paces, within what the record holds of
-// such a bucket; through ReserveUnits, it paces alone.
+// another limiter, and through ReserveUnits, that limiter paces.
 //
 // A statement holds a key back for at most the max hold ([WithMaxHold],
 // default [DefaultMaxHold]) from its arrival, however far its reset.
@@ -1195,22 +1194,21 @@ func (q *statedQuota) paceStart() int64 {
 }
 
 // earliest returns the first slot at or after from at which q admits n
-// units. paced says that another limiter paces the key, and own that the
-// record holds a bucket whose rate it does not know itself (see
-// reserve). A statement holds nothing back beyond its expiry (the max
-// hold from its arrival), however many units it counts ahead: a thousand
-// requests sent unbooked before a bucket of 7 a second spoke would
-// otherwise hold the next booking two minutes (found by FuzzUpstream).
-func (q *statedQuota) earliest(from int64, n int, paced, own bool) int64 {
+// units. paced says that another limiter paces the key (see reserve). A
+// statement holds nothing back beyond its expiry (the max hold from its
+// arrival), however many units it counts ahead: a thousand requests
+// sent unbooked before a bucket of 7 a second spoke would otherwise hold
+// the next booking two minutes (found by FuzzUpstream).
+func (q *statedQuota) earliest(from int64, n int, paced bool) int64 {
 	if from >= q.expires || n <= 0 {
 		return from
 	}
-	return min(q.admits(from, n, paced, own), q.expires)
+	return min(q.admits(from, n, paced), q.expires)
 }
 
 // admits returns the first slot at or after from at which q, as stated
 // and booked, admits n units, whatever its expiry (see earliest).
-func (q *statedQuota) admits(from int64, n int, paced, own bool) int64 {
+func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 	if q.refills {
 		if q.period <= 0 {
 			return from // full when last stated, at a pace not yet known
@@ -1220,7 +1218,7 @@ func (q *statedQuota) admits(from int64, n int, paced, own bool) int64 {
 	if r := q.bucketRate(); r > 0 {
 		return q.meter.earliest(from, n, q.limit, r)
 	}
-	if own && q.unknownBucket() {
+	if !paced && q.unknownBucket() {
 		return from // unpaced.go: waitUnpaced held it until it fits
 	}
 	if from < q.reset {
@@ -1253,8 +1251,8 @@ func (q *statedQuota) admits(from int64, n int, paced, own bool) int64 {
 
 // book takes n units of q at slot, which earliest allowed, and returns
 // how to give them back. inflight is how many units of q are in flight
-// (see waitUnpaced), read only when own.
-func (q *statedQuota) book(slot int64, n int, paced, own bool, inflight int) statedPart {
+// (see waitUnpaced), read only when not paced.
+func (q *statedQuota) book(slot int64, n int, paced bool, inflight int) statedPart {
 	p := statedPart{name: q.name, reset: q.reset, n: n}
 	if slot < q.expires && n > 0 && q.logBook(slot, n) {
 		p.logged, p.logSlot = true, slot
@@ -1262,7 +1260,7 @@ func (q *statedQuota) book(slot int64, n int, paced, own bool, inflight int) sta
 	r := q.bucketRate()
 	switch {
 	case slot >= q.expires || n <= 0:
-	case r <= 0 && own && q.unknownBucket():
+	case r <= 0 && !paced && q.unknownBucket():
 		q.bookUnpaced(slot, n, inflight)
 		p.before = true
 	case r > 0:
@@ -1443,9 +1441,8 @@ func (u *Upstream) ReserveUnits(ctx context.Context, key string, n int, units ma
 // the moment of sending, once the configured limiter's slot has come.
 // paced says that another limiter paces the key beside the record (All
 // books them at one slot; ReserveUnits books at the configured limiter's
-// slot). A bucket whose rate it does not know the record holds itself
-// (own, unpaced.go) whenever it may hold; through ReserveUnits, which
-// never holds, it leaves that bucket to the configured limiter.
+// slot): the record then leaves a bucket whose rate it does not know to
+// that limiter, and otherwise paces it itself (unpaced.go).
 func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[string]int, after, maxWait time.Duration, holds, paced bool) (*Reservation, error) {
 	if err := checkRequest(ctx, key, n); err != nil {
 		return nil, err
@@ -1475,8 +1472,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(h, k.left(now)), nil
 		}
 	}
-	own := !paced || holds
-	if own {
+	if !paced {
 		if h := k.waitUnpaced(now, from, &f, unbooked); h > 0 {
 			if maxWait >= 0 && h > int64(maxWait) {
 				return Refused(time.Duration(h)-maxWait, k.left(now)), nil
@@ -1484,7 +1480,7 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 			return Hold(time.Duration(h), k.left(now)), nil
 		}
 	}
-	slot := k.earliest(from, &f, paced, own)
+	slot := k.earliest(from, &f, paced)
 	if maxWait >= 0 && slot-now > int64(maxWait) {
 		return Refused(time.Duration(slot-now)-maxWait, k.left(now)), nil
 	}
@@ -1492,10 +1488,10 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 	for i := range k.quotas {
 		q := &k.quotas[i]
 		inflight := 0
-		if own && q.unknownBucket() {
-			inflight = k.inFlightNow(q.unit, unbooked) // only bookUnpaced reads it: no walk of the flight on the other paths
+		if !paced {
+			inflight = k.inFlightNow(q.unit, unbooked) // only a record booked alone reads it (unpaced.go): no walk of the flight on the paced path
 		}
-		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, own, inflight))
+		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, inflight))
 	}
 	k.inflight += n
 	f.b = b
@@ -1507,12 +1503,12 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 // admits f's units at, each in its own unit. Each quota is monotone (a
 // slot that fits keeps fitting later), so raising the slot to each one's
 // earliest converges.
-func (k *statedKey) earliest(from int64, f *statedFlight, paced, own bool) int64 {
+func (k *statedKey) earliest(from int64, f *statedFlight, paced bool) int64 {
 	for changed := true; changed; {
 		changed = false
 		for i := range k.quotas {
 			q := &k.quotas[i]
-			s := q.earliest(from, f.of(q.unit), paced, own)
+			s := q.earliest(from, f.of(q.unit), paced)
 			s = q.logged(s, f.of(q.unit), unbookedOf(q.unit, f.pend), f.at)
 			if s > from {
 				from, changed = s, true
@@ -1662,7 +1658,7 @@ func (u *Upstream) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return s, nil
 	}
 	s.Remaining = k.left(now)
-	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}, false, true) - now)
+	s.Next = time.Duration(k.earliest(max(now, k.paused), &statedFlight{n: 1}, false) - now)
 	s.Ahead = k.inflight
 	s.Paused = time.Duration(max(k.paused-now, 0))
 	return s, nil

@@ -350,43 +350,23 @@ func TestUpstreamPacesASlidingWindowBeforeItsReset(t *testing.T) {
 }
 
 // A quota that refills before its reset with no window to pace at (a
-// GCRA's bucket states the time to refill it as its reset), whose refill
-// is not yet measured (refill_test.go), and whose reset is only "within
-// a second", to the second: the record cannot pace it from what it
-// states. Beside a limiter that admits everything at once, it still holds
-// what the bucket cannot have, with nothing booked, as it does booked
-// alone (unpaced_test.go): "0 left" holds until most of the way to the
-// reset, where one unit may probe; "1 left", for a request sent after that
-// answer arrived, lets one go and holds the next for the time the bucket
-// takes to refill one of the 8 it lacked. Left to the limiter, a limiter
-// set 25% above didip/tollbooth's bucket sent its whole burst: 12 429s in
-// 600 requests (TestRecipeHoldsABucketItCannotPace in the root).
-func TestUpstreamHoldsABucketItCannotPace(t *testing.T) {
+// GCRA's bucket states the time to refill it as its reset) holds nothing
+// back once it shows it refills, until its refill is measured
+// (refill_test.go): the configured limiter paces. Nor does a reset stated
+// as "within a second", to the second: it says nothing about when. (With
+// nothing beside it, the record paces such a bucket itself: unpaced_test.go.)
+func TestUpstreamLeavesARefillingBucketToTheLimiter(t *testing.T) {
 	clk, u := clockedUpstream(t)
 	ctx := context.Background()
-	open, err := throttle.NewTokenBucket(throttle.PerSecond(1_000_000), 1000)
-	require.NoError(t, err)
-	l := throttle.All(open, u)
 	learn := func(remaining int) {
 		t.Helper()
 		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{Latency: 10 * time.Millisecond, Statements: []throttle.Statement{requests(9, remaining, time.Second, 0)}}))
 	}
-	reserve := func() *throttle.Reservation {
-		t.Helper()
-		r, err := l.Reserve(ctx, "k", 1, -1)
-		require.NoError(t, err)
-		return r
-	}
 	learn(0)
-	r := reserve()
-	assert.True(t, r.Held(), "0 left within a second")
-	assert.Equal(t, 900*time.Millisecond, r.Delay)
+	assert.Equal(t, ms(0), pacedDelays(t, u, 1), "within a second, stated to the second")
 	clk.Advance(20 * time.Millisecond) // the next request is sent after this answer
 	learn(1)
-	assert.True(t, reserve().OK, "the one left")
-	r = reserve()
-	assert.True(t, r.Held(), "nothing more until it refills")
-	assert.Equal(t, time.Second/8, r.Delay)
+	assert.Equal(t, ms(0, 0, 0), pacedDelays(t, u, 3))
 }
 
 // The record has heard nothing until a quota is stated or a key is
