@@ -193,18 +193,8 @@ func (q *statedQuota) bookUnpaced(slot int64, n, inflight int) {
 
 // answerProbe notes the answer a: one to a request sent at or after the
 // probe ends it, and a refusal while the quota is not seen to refill
-// says that it returns at its reset only. So does any refusal of one
-// seen to refill whose rate is not measured: a fixed window of a second
-// stating t rounded up to 1 looks like one refilling when its next
-// window's first answer comes within a second of the old reset; paced
-// at that refill, one request in each window met a 429
-// (TestRetryOnlyIETFWithoutPolicy), once the answers of a herd stopped
-// counting twice what was in flight (see record), which had held that
-// request back until the refill check (noreturn.go) could tell.
+// says that it returns at its reset only.
 func (q *statedQuota) answerProbe(a arrival) {
-	if !a.ok && q.sliding && q.unknownBucket() {
-		q.noRefill, q.sliding = true, false
-	}
 	if q.probeAt == math.MinInt64 || (a.sent != math.MinInt64 && a.sent < q.probeAt) {
 		return
 	}
