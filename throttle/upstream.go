@@ -1231,7 +1231,10 @@ func (q *statedQuota) admits(from int64, n int, paced bool) int64 {
 			return slot
 		}
 		switch {
-		case !q.sliding && !q.vague():
+		case !q.sliding && !q.vague() && !(paced && q.bucketLike()):
+			// A window: nothing comes back before its reset. (A bucket
+			// stating its time until full as an instant refills all
+			// along; the limiter pacing the key paces it: bucketlike.go.)
 			from = q.paceStart()
 		case q.pace(paced) == 0:
 			// It refills before its reset at a pace nobody stated (a

@@ -1,0 +1,51 @@
+package throttle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/egress-go/egress/throttle"
+)
+
+// A token bucket that states the time until it is full as an epoch second
+// (the middleware with ResetEpoch) is told from a window by an answer in
+// order that leaves more than any window of its limit could. Once told,
+// its "0 left" does not hold the key until the stated second: the bucket
+// refills all along, and the limiter beside the record paces it. Held
+// there, the README recipe at the published numbers fell into sending the
+// bucket's burst at each second, and nothing between: 2.00x the minimum
+// in about one run in thirty of TestRecipeBucketStatingEpochResets.
+func TestUpstreamBucketStatingEpochResetsIsNotHeldToIt(t *testing.T) {
+	p := newPhasedWindows(t, 10)
+	open, err := throttle.NewTokenBucket(throttle.PerSecond(1_000_000), 1000)
+	require.NoError(t, err)
+	l := throttle.All(open, p.u)
+	ctx := context.Background()
+	book := func(at time.Duration, n int) []time.Duration {
+		p.clk.Set(p.base.Add(at))
+		return bookDelays(t, l, n)
+	}
+	learn := func(at, sent time.Duration, remaining int) {
+		p.clk.Set(p.base.Add(at))
+		resetAt := p.base.Add(at.Truncate(time.Second) + time.Second) // the bucket is full by the next second
+		s := throttle.Statement{Name: "requests", Unit: throttle.UnitRequests, Limit: p.limit, Remaining: remaining,
+			Reset: resetAt.Sub(p.clk.Now()), Absolute: true, ResetAt: resetAt.Add(time.Second), Precision: time.Second}
+		require.NoError(t, p.u.Learn(ctx, "k", throttle.Outcome{N: 1, Latency: at - sent, Statements: []throttle.Statement{s}}))
+	}
+	second := time.Second
+	book(0, 1)
+	learn(time.Millisecond, 0, 9) // the resets a second apart: a window of a second, as far as they tell
+	book(second, 1)
+	learn(second+time.Millisecond, second, 9)
+	book(second+50*time.Millisecond, 1)
+	learn(second+51*time.Millisecond, second+50*time.Millisecond, 9) // two in order, 9 left: a bucket
+	assert.Equal(t, ms(0, 0, 0, 0, 0, 0, 0, 0, 0), book(second+100*time.Millisecond, 9), "what the bucket holds, at once")
+	for i := range 9 {
+		learn(second+101*time.Millisecond, second+100*time.Millisecond, 8-i)
+	}
+	assert.Equal(t, ms(0), book(second+102*time.Millisecond, 1), "0 left: the limiter paces a bucket, not the reset")
+}
