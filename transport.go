@@ -377,6 +377,9 @@ type call struct {
 	// gated is how long this attempt waited in the gate of the
 	// upstream's record (WithEstimate with WithUpstream), when measured.
 	gated time.Duration
+	// arrived is when the latest response arrived, as time since the
+	// Transport's epoch, when timed.
+	arrived time.Duration
 	// due is this attempt's booked slot as time since the Transport's
 	// epoch, when a learner hears its lateness; late is how long after
 	// it the attempt was sent (Outcome.Late).
@@ -661,7 +664,7 @@ func (c *call) send() (resp *http.Response, took time.Duration, now time.Time, e
 	c.open = resp
 	if timed || c.t.pauser != nil || c.t.retry {
 		end := time.Since(c.t.epoch)
-		now = c.t.now(end)
+		now, c.arrived = c.t.now(end), end
 		if timed {
 			took = end - start
 		}
@@ -779,6 +782,12 @@ func (c *call) learn(resp *http.Response, latency time.Duration, now time.Time) 
 			o.N = 0 // booked before the record heard anything: nothing of it is in flight there
 		}
 		o.SentUnbooked = unheard // the record takes it off its count as it learns this answer
+		if latency > 0 {
+			// The record dates the send from when it learns: the time
+			// since the response arrived (settling, pausing, the
+			// limiter's Learn) would date it that much late.
+			o.Latency = latency + max(time.Since(c.t.epoch)-c.arrived, 0)
+		}
 		_ = c.t.upstream.Learn(ctx, c.key, o)
 	}
 }

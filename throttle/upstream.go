@@ -129,7 +129,9 @@ type Outcome struct {
 	Throttled bool
 	// Failed is true when no response came back (a transport error).
 	Failed bool
-	// Latency is the time from sending the attempt to its response.
+	// Latency is the time from sending the attempt to its response. The
+	// [Upstream] record dates the send as Latency before Learn is called,
+	// so a Transport counts it up to that call.
 	Latency time.Duration
 	// Late is how long after its booked slot the attempt was sent (timer
 	// and scheduler delays); 0 when it was not booked or not timed.
