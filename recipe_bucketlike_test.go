@@ -29,7 +29,7 @@ func TestRecipeBucketStatingEpochResets(t *testing.T) {
 		for _, workers := range []int{4, 32} {
 			t.Run(fmt.Sprintf("x%.2f/%d goroutines", scale, workers), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					r := runRecipe(t, recipeAlgoNamed("token bucket"), recipeDialectNamed("x epoch"), scale, workers, requests, 0)
+					r := runRecipe(t, recipeAlgoNamed("token bucket"), recipeDialectNamed("x epoch"), scale, workers, requests, 0, 0)
 					t.Log(r)
 					assert.Zero(t, r.failed, "failed requests: %v", r)
 					assert.LessOrEqual(t, r.tooMany, int64(requests/100), "429s: %v", r)

@@ -49,8 +49,8 @@ func TestRecipeTooHighLearnsTheRate(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s/%d goroutines", tt.giveAlgo, tt.giveDialect, workers), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					algo, dialect := recipeAlgoNamed(tt.giveAlgo), recipeDialectNamed(tt.giveDialect)
-					published := runRecipe(t, algo, dialect, 1, workers, requests, 0)
-					high := runRecipe(t, algo, dialect, 1.25, workers, requests, 0)
+					published := runRecipe(t, algo, dialect, 1, workers, requests, 0, 0)
+					high := runRecipe(t, algo, dialect, 1.25, workers, requests, 0, 0)
 					t.Logf("published: %v\n25%% too high: %v", published, high)
 					assert.Zero(t, high.failed, "failed requests: %v", high)
 					assert.LessOrEqual(t, high.tooMany, int64(wantTooMany), "429s: %v", high)

@@ -127,10 +127,13 @@ func dropIETF(h http.Header) {
 }
 
 // dialectServer serves h, keeps only the headers its dialect states, and
-// adds a Date, as net/http does. It counts 429s and attempts.
+// adds a Date, as net/http does; each request takes latency on its way
+// there and its answer as long on the way back. It counts 429s and
+// attempts.
 type dialectServer struct {
 	h        http.Handler
 	keep     func(http.Header)
+	latency  time.Duration
 	tooMany  atomic.Int64
 	attempts atomic.Int64
 }
@@ -139,8 +142,10 @@ func (p *dialectServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		defer req.Body.Close()
 	}
+	time.Sleep(p.latency)
 	rec := httptest.NewRecorder()
 	p.h.ServeHTTP(rec, req)
+	defer time.Sleep(p.latency)
 	resp := rec.Result()
 	resp.Request = req
 	p.keep(resp.Header)
@@ -237,9 +242,9 @@ func slotsWithin(t *testing.T, l throttle.Limiter, n int, d time.Duration) (time
 
 // runRecipe runs requests (spread over workers) through the README's
 // recipe against algo's server in dialect d, with another client
-// spending otherShare of the published rate unseen. It runs inside a
-// synctest bubble.
-func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, workers, requests int, otherShare float64) recipeRun {
+// spending otherShare of the published rate unseen, each request taking
+// latency each way. It runs inside a synctest bubble.
+func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, workers, requests int, otherShare float64, latency time.Duration) recipeRun {
 	time.Sleep(1300 * time.Millisecond) // the run does not start on a window's edge
 	var h http.Handler
 	var ideal func(...throttle.Option) throttle.Limiter
@@ -262,7 +267,7 @@ func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, wo
 			return l
 		}
 	}
-	base := &dialectServer{h: h, keep: d.keep}
+	base := &dialectServer{h: h, keep: d.keep, latency: latency}
 	limiter, err := algo.client(scale)
 	require.NoError(t, err)
 	client := &http.Client{Transport: egress.NewTransport(base,
@@ -403,7 +408,7 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 		for _, workers := range workerCounts {
 			t.Run(fmt.Sprintf("%s/%s/%d goroutines", tt.giveAlgo, tt.giveDialect, workers), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					r := runRecipe(t, algo(tt.giveAlgo), dialect(tt.giveDialect), 1, workers, requests, 0)
+					r := runRecipe(t, algo(tt.giveAlgo), dialect(tt.giveDialect), 1, workers, requests, 0, 0)
 					t.Log(r)
 					assert.Zero(t, r.failed, "failed requests: %v", r)
 					assert.LessOrEqual(t, r.tooMany, int64(wantTooMany), "429s: %v", r)
