@@ -706,6 +706,9 @@ func followGoals(sc scenario, rows []row) []goal {
 			readme.wall.Seconds() <= bestPeer && ratio <= 1.05 && float64(readme.refused) <= 0.005*n && readme.failed == 0,
 			"%.2f× the minimum (best peer without failures: %s, %.2f×); %d 429s (%.1f%%), %d failed", ratio, peer, bestPeer/sc.minimum().Seconds(),
 			readme.refused, 100*float64(readme.refused)/n, readme.failed)
+		if math.IsInf(bestPeer, 1) {
+			gs[len(gs)-1].known = false // no peer ran (FOLLOW_CONTENDERS): not met against no one
+		}
 		if high, ok := find("egress (25% too high)"); ok {
 			add("13", "configured 25% too high: 429s ≤ 1% of requests, wall ≤ 1.10× the published-limit run",
 				float64(high.refused) <= 0.01*n && high.wall.Seconds() <= 1.1*readme.wall.Seconds() && high.failed == 0,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -159,4 +160,26 @@ func TestNotBestComparesWallOfFinishedRuns(t *testing.T) {
 	}
 	got := notBest(scenario{id: "5c"}, rows)
 	assert.Equal(t, []string{"wall time: failsafe-go has 12.498 s, egress 12.640 s."}, got)
+}
+
+// A run without a peer (FOLLOW_CONTENDERS naming egress rows only) cannot
+// tell whether the README row's wall is at or under the best peer's: that
+// goal is left unjudged, not met against no one.
+func TestPublishedLimitGoalNeedsAPeer(t *testing.T) {
+	sc := scenario{id: "5c", part: "5", table: tableFollow, limit: upstream.Config{Limit: 48, Window: time.Second}, shares: []int{600}}
+	readme := row{contender: "egress (README)", wall: 12161 * time.Millisecond, ok: 600, admitted: 600}
+	peer := row{contender: "failsafe-go", wall: 12500 * time.Millisecond, ok: 600, admitted: 600}
+	published := func(rows []row) goal {
+		for _, g := range followGoals(sc, rows) {
+			if strings.Contains(g.what, "published limit") {
+				return g
+			}
+		}
+		t.Fatal("no published-limit goal")
+		return goal{}
+	}
+	assert.False(t, published([]row{readme}).known, "no peer ran")
+	g := published([]row{readme, peer})
+	assert.True(t, g.known)
+	assert.True(t, g.met, "12.161 s under failsafe-go's 12.5 s: %s", g.measured)
 }
