@@ -893,14 +893,18 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		//
 		// Where the order is unknown (no latency given, or one measured
 		// 0 on a clock that stands still, testing/synctest), or where the
-		// quota returns only at its reset (noRefill) and so never grows
-		// within a window, the lowest remaining wins, less what is in
-		// flight now, as windowend.go's merge does: the lowest of what
-		// each left at its arrival counted twice a request the upstream
-		// handled before the lowest statement and answered after it. The
-		// README recipe's aligned fixed window stating delays lost units
-		// of its first windows so, and a window of a second stating t
-		// rounded up 9 of its 48 (TestRetryOnlyIETFWithoutPolicy).
+		// quota is not told to refill within its window (a window counts
+		// down to its reset; noRefill: it returns only there), the lowest
+		// remaining wins, less what is in flight now, as windowend.go's
+		// merge does: the lowest of what each left at its arrival counted
+		// twice a request the upstream handled before the lowest
+		// statement and answered after it. The README recipe's aligned
+		// fixed window stating delays lost units of its first windows so,
+		// and a window of a second stating t rounded up 9 of its 48
+		// (TestRetryOnlyIETFWithoutPolicy); with 1 ms each way, a herd's
+		// answers all arrive with one send time and none is known to be
+		// later, and the recipe against a sliding log stating delays took
+		// 1.20x the minimum (TestRecipeWithLatency).
 		grew := s.Remaining > q.raw && q.raw >= 0
 		if a.ok {
 			q.admitted++
@@ -917,7 +921,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.sliding = true
 			}
 			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, sent, s.Remaining, now, reset-now, 0
-		case s.Remaining >= 0 && (q.noRefill || sent == math.MinInt64):
+		case s.Remaining >= 0 && (q.noRefill || sent == math.MinInt64 || !q.sliding):
 			if q.raw < 0 || s.Remaining < q.raw {
 				q.raw = s.Remaining
 			}
