@@ -361,22 +361,6 @@ func runRecipe(t *testing.T, algo recipeAlgo, d recipeDialect, scale float64, wo
 // the next units at its reset before the answers that show it refilling
 // were in (hold.go, holdAhead).
 func TestRecipeMeetsTheGoals(t *testing.T) {
-	algo := func(name string) recipeAlgo {
-		for _, a := range recipeAlgos {
-			if a.name == name {
-				return a
-			}
-		}
-		panic("no algorithm " + name)
-	}
-	dialect := func(name string) recipeDialect {
-		for _, d := range recipeDialects {
-			if d.name == name {
-				return d
-			}
-		}
-		panic("no dialect " + name)
-	}
 	const (
 		requests    = 600
 		wantTooMany = requests * 5 / 1000 // 0.5%
@@ -384,7 +368,8 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 	)
 	tests := []struct {
 		giveAlgo, giveDialect string
-		giveWorkers           []int // nil: 4 and 32
+		giveWorkers           []int         // nil: 4 and 32
+		giveLatency           time.Duration // each way
 	}{
 		{giveAlgo: "token bucket", giveDialect: "x delta"},
 		{giveAlgo: "token bucket", giveDialect: "429 only"},
@@ -399,6 +384,24 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 		{giveAlgo: "sliding counter", giveDialect: "ietf"},
 		{giveAlgo: "sliding counter", giveDialect: "x delta", giveWorkers: []int{4}},
 		{giveAlgo: "token bucket", giveDialect: "ietf", giveWorkers: []int{32}},
+		// With a millisecond each way, as a loopback or LAN upstream
+		// answers, a herd's answers state remainings that count requests
+		// of the herd still on their way; the record takes those off
+		// again. Lowering what is left to each answer's remaining less
+		// what was in flight at its arrival counted them twice for good:
+		// 1.20-1.24x the minimum on the window rows below. Of the answers
+		// not known to be later, the lowest remaining now counts, less
+		// what is in flight now. Not every window row meets the goals yet
+		// (sliding counter / ietf / 32 goroutines took 1.137x in 1 of 90
+		// runs; bench/FOLLOW.md, 2026-12-07 14:45).
+		{giveAlgo: "token bucket", giveDialect: "x delta", giveLatency: time.Millisecond},
+		{giveAlgo: "token bucket", giveDialect: "ietf", giveLatency: time.Millisecond},
+		{giveAlgo: "leaky bucket", giveDialect: "ietf", giveLatency: time.Millisecond},
+		{giveAlgo: "leaky bucket", giveDialect: "x epoch", giveLatency: time.Millisecond},
+		{giveAlgo: "leaky bucket", giveDialect: "x delta", giveLatency: time.Millisecond},
+		{giveAlgo: "sliding log", giveDialect: "x delta", giveWorkers: []int{4}, giveLatency: time.Millisecond},
+		{giveAlgo: "sliding counter", giveDialect: "ietf", giveWorkers: []int{4}, giveLatency: time.Millisecond},
+		{giveAlgo: "sliding counter", giveDialect: "x delta", giveWorkers: []int{4}, giveLatency: time.Millisecond},
 	}
 	for _, tt := range tests {
 		workerCounts := tt.giveWorkers
@@ -406,9 +409,13 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 			workerCounts = []int{4, 32}
 		}
 		for _, workers := range workerCounts {
-			t.Run(fmt.Sprintf("%s/%s/%d goroutines", tt.giveAlgo, tt.giveDialect, workers), func(t *testing.T) {
+			name := fmt.Sprintf("%s/%s/%d goroutines", tt.giveAlgo, tt.giveDialect, workers)
+			if tt.giveLatency > 0 {
+				name += fmt.Sprintf("/%v each way", tt.giveLatency)
+			}
+			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					r := runRecipe(t, algo(tt.giveAlgo), dialect(tt.giveDialect), 1, workers, requests, 0, 0)
+					r := runRecipe(t, recipeAlgoNamed(tt.giveAlgo), recipeDialectNamed(tt.giveDialect), 1, workers, requests, 0, tt.giveLatency)
 					t.Log(r)
 					assert.Zero(t, r.failed, "failed requests: %v", r)
 					assert.LessOrEqual(t, r.tooMany, int64(wantTooMany), "429s: %v", r)

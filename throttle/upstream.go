@@ -904,7 +904,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// (TestRetryOnlyIETFWithoutPolicy); with 1 ms each way, a herd's
 		// answers all arrive with one send time and none is known to be
 		// later, and the recipe against a sliding log stating delays took
-		// 1.20x the minimum (TestRecipeWithLatency).
+		// 1.20x the minimum (TestRecipeMeetsTheGoals, its rows with latency).
 		grew := s.Remaining > q.raw && q.raw >= 0
 		if a.ok {
 			q.admitted++
