@@ -82,3 +82,37 @@ func TestUpstreamAnswersInFlightTogetherAreUnordered(t *testing.T) {
 	answer(8, 500*time.Microsecond)
 	assert.Equal(t, ms(0, 0), delays(t, u, 2), "8 left, 5 in flight")
 }
+
+// A later answer in a window takes off what is left only the units in
+// flight before the window's reset: those booked past it count in the
+// next window. Each answer's reset, stated as a delay from its arrival,
+// lies a little later than the first's, and taken as the window's it
+// counted the units booked past the window's reset as in flight before
+// it (the README recipe against a fixed window stating delays, 32
+// goroutines with a millisecond each way).
+func TestUpstreamLaterAnswerCountsOnlyItsWindowInFlight(t *testing.T) {
+	clk, u := clockedUpstream(t)
+	ctx := context.Background()
+	learn := func(remaining int, latency time.Duration) {
+		require.NoError(t, u.Learn(ctx, "k", throttle.Outcome{N: 1, Latency: latency, Statements: []throttle.Statement{
+			{Name: "requests", Unit: throttle.UnitRequests, Limit: 10, Remaining: remaining, Reset: 4 * time.Second},
+		}}))
+	}
+	learn(10, time.Millisecond)
+	assert.Equal(t, ms(0, 0, 0, 0, 0), pacedDelays(t, u, 5), "five in flight")
+	// The last of the five handled is answered first: 3 left (another
+	// client spent 2), 4 more in flight. The next two go at the reset.
+	clk.Advance(2 * time.Millisecond)
+	learn(3, 2*time.Millisecond)
+	assert.Equal(t, ms(3998, 3998), pacedDelays(t, u, 2))
+	for _, r := range []int{4, 5, 6, 7} {
+		learn(r, 2*time.Millisecond)
+	}
+	clk.Advance(time.Millisecond)
+	assert.Equal(t, ms(0), pacedDelays(t, u, 1), "3 left, none in flight before the reset")
+	// Its answer, sent after the lowest arrived, is the later statement:
+	// 2 left, with nothing in flight before the reset.
+	clk.Advance(2 * time.Millisecond)
+	learn(2, 2*time.Millisecond)
+	assert.Equal(t, ms(0, 0), pacedDelays(t, u, 2))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -906,6 +907,10 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// later, and the recipe against a sliding log stating delays took
 		// 1.20x the minimum (TestRecipeMeetsTheGoals, its rows with latency).
 		grew := s.Remaining > q.raw && q.raw >= 0
+		end := min(q.reset, reset) // this window's reset, as below
+		if s.Remaining >= 0 {
+			left = s.Remaining - k.inFlight(unit, end, a)
+		}
 		if a.ok {
 			q.admitted++
 		}
@@ -925,11 +930,11 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			if q.raw < 0 || s.Remaining < q.raw {
 				q.raw = s.Remaining
 			}
-			q.left = q.raw - k.inFlight(unit, min(q.reset, reset), a)
+			q.left = q.raw - k.inFlight(unit, end, a)
 		default:
 			q.left = min(q.left, left)
 		}
-		q.reset = min(q.reset, reset)
+		q.reset = end
 		q.precision = min(q.precision, precision)
 	case reset > q.reset:
 		// A new window replaces the old.
@@ -950,6 +955,9 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		return true // stale: a window that has already reset
 	}
 	q.checkRefill(read, s.Remaining, int64(s.Reset), precision) // noreturn.go
+	if os.Getenv("DBG") != "" {
+		fmt.Printf("REC now %.4f sent %.4f rem %d reset %.4f left %d raw %d inflight %d sliding %v fixed %v untold %v tat %.4f fresh %v\n", float64(now)/1e9, float64(sent)/1e9, s.Remaining, float64(q.reset)/1e9, q.left, q.raw, k.inFlight(unit, q.reset, a), q.sliding, q.fixed, q.untold(), float64(q.tat)/1e9, fresh)
+	}
 	k.noteStated(q, a)
 	if fresh {
 		q.logSeen(now, k.unseen(unit, a)) // windowlog.go
@@ -1502,6 +1510,9 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, inflight))
 	}
 	k.inflight += n
+	if os.Getenv("DBG") != "" {
+		fmt.Printf("BOOK now %.4f from %.4f slot %.4f left %d\n", float64(now)/1e9, float64(from)/1e9, float64(slot)/1e9, k.left(now))
+	}
 	f.b = b
 	k.flight = append(k.flight, f)
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
