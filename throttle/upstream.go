@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -955,9 +954,6 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		return true // stale: a window that has already reset
 	}
 	q.checkRefill(read, s.Remaining, int64(s.Reset), precision) // noreturn.go
-	if os.Getenv("DBG") != "" {
-		fmt.Printf("REC now %.4f sent %.4f rem %d reset %.4f left %d raw %d inflight %d sliding %v fixed %v untold %v tat %.4f fresh %v\n", float64(now)/1e9, float64(sent)/1e9, s.Remaining, float64(q.reset)/1e9, q.left, q.raw, k.inFlight(unit, q.reset, a), q.sliding, q.fixed, q.untold(), float64(q.tat)/1e9, fresh)
-	}
 	k.noteStated(q, a)
 	if fresh {
 		q.logSeen(now, k.unseen(unit, a)) // windowlog.go
@@ -1510,9 +1506,6 @@ func (u *Upstream) reserve(ctx context.Context, key string, n int, units map[str
 		b.parts = append(b.parts, q.book(slot, f.of(q.unit), paced, inflight))
 	}
 	k.inflight += n
-	if os.Getenv("DBG") != "" {
-		fmt.Printf("BOOK now %.4f from %.4f slot %.4f left %d\n", float64(now)/1e9, float64(from)/1e9, float64(slot)/1e9, k.left(now))
-	}
 	f.b = b
 	k.flight = append(k.flight, f)
 	return NewReservation(b, time.Duration(slot-now), k.left(now)), nil
