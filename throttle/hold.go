@@ -24,9 +24,9 @@ import (
 // answers are pending, and was booked twice over (9 429s).
 //
 // So when a window quota would push n units past its reset only because
-// of requests sent unbooked (before the record heard anything), still in
-// flight, that its latest statement may have counted (left < n <= left +
-// pend), the booking is held: [Upstream.Reserve]
+// of requests still in flight that its latest statement may have counted
+// (left < n <= left + pend): sent unbooked (before the record heard
+// anything), or booked here (below), the booking is held: [Upstream.Reserve]
 // returns a [Hold] of a fraction of an answer's latency, and the caller
 // reserves again after it, with the answers in. A hold never reaches
 // past the reset, and holds of one quota end within two answers'
@@ -45,13 +45,14 @@ import (
 // window at the end (1.2-1.3× the minimum, issue 13), at zero latency
 // (testing/synctest) and with a millisecond each way (fixed windows,
 // sliding logs and counters stating delays, 32 goroutines: 1.20-1.25×;
-// held, 1.00-1.06×). Builds that held on them where latencies are
-// known met refusals on bench 5c configured 25% too high and on 5e
-// (72 and 93, in 2 of 13 and 1 of 3 passes); two faults of the record
-// found since (bucketlike.go's answers in flight together, and answers
-// dated from their learning, 59b8484 and 788f2e3) account for such
-// refusals, and with them mended the holds met none
-// (bench/FOLLOW.md, 2026-12-07 17:43).
+// held, 1.00-1.06×, at 5 ms each way as well). Earlier builds that
+// held on them where latencies are known met refusals on bench 5c
+// configured 25% too high and on 5e (72 and 93, in 2 of 13 and 1 of 3
+// passes; not traced). Two faults of the record that made those rows
+// fail were mended since (answers in flight together told a window a
+// bucket, and answers were dated from their learning: 59b8484,
+// 788f2e3); with the holds, 5c and 5e met 0 or 1 429s in each of 18
+// rows on a busy machine (bench/FOLLOW.md, 2026-12-07 17:43).
 
 // minHoldStep is the shortest hold: answers on a loopback upstream come
 // back within about a millisecond of each other.
