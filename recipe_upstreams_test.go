@@ -391,17 +391,25 @@ func TestRecipeMeetsTheGoals(t *testing.T) {
 		// what was in flight at its arrival counted them twice for good:
 		// 1.20-1.24x the minimum on the window rows below. Of the answers
 		// not known to be later, the lowest remaining now counts, less
-		// what is in flight now. Not every window row meets the goals yet
-		// (sliding counter / ietf / 32 goroutines took 1.137x in 1 of 90
-		// runs; bench/FOLLOW.md, 2026-12-07 14:45).
+		// what is in flight now; while the herd's answers are on their
+		// way, a booking the dip would put past the reset is held
+		// (hold.go): booked there, with 32 goroutines, units moved the
+		// configured FixedWindow on to the next window and the rest of
+		// each window was lost (1.20-1.25x); and the record's log of a
+		// window stating delays is trimmed again as those answers come
+		// in (windowlog.go: 1.055x). Not every window row meets the goals
+		// yet (bench/FOLLOW.md, 2026-12-07 17:43).
 		{giveAlgo: "token bucket", giveDialect: "x delta", giveLatency: time.Millisecond},
 		{giveAlgo: "token bucket", giveDialect: "ietf", giveLatency: time.Millisecond},
 		{giveAlgo: "leaky bucket", giveDialect: "ietf", giveLatency: time.Millisecond},
 		{giveAlgo: "leaky bucket", giveDialect: "x epoch", giveLatency: time.Millisecond},
 		{giveAlgo: "leaky bucket", giveDialect: "x delta", giveLatency: time.Millisecond},
-		{giveAlgo: "sliding log", giveDialect: "x delta", giveWorkers: []int{4}, giveLatency: time.Millisecond},
-		{giveAlgo: "sliding counter", giveDialect: "ietf", giveWorkers: []int{4}, giveLatency: time.Millisecond},
-		{giveAlgo: "sliding counter", giveDialect: "x delta", giveWorkers: []int{4}, giveLatency: time.Millisecond},
+		{giveAlgo: "fixed window aligned", giveDialect: "x delta", giveLatency: time.Millisecond},
+		{giveAlgo: "fixed window from first request", giveDialect: "ietf", giveLatency: time.Millisecond},
+		{giveAlgo: "fixed window from first request", giveDialect: "x delta", giveLatency: time.Millisecond},
+		{giveAlgo: "sliding log", giveDialect: "x delta", giveLatency: time.Millisecond},
+		{giveAlgo: "sliding counter", giveDialect: "ietf", giveLatency: time.Millisecond},
+		{giveAlgo: "sliding counter", giveDialect: "x delta", giveLatency: time.Millisecond},
 	}
 	for _, tt := range tests {
 		workerCounts := tt.giveWorkers

@@ -930,6 +930,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.raw = s.Remaining
 			}
 			q.left = q.raw - k.inFlight(unit, end, a)
+			q.logSeen(now, k.unseen(unit, a)) // windowlog.go: fewer in flight, fewer kept
 		default:
 			q.left = min(q.left, left)
 		}
