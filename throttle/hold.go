@@ -82,11 +82,11 @@ func (q *statedQuota) holdSpan() int64 {
 // its latest statement may have counted. now is the record's clock;
 // pending is how many requests are in flight unbooked now; booked how
 // many units booked here its latest statement may have counted
-// (bookedBefore; 0 where no Transport feeds the key). A statement whose answer's latency is unknown
-// (one not fed by a Transport) is never held on: the hold is measured in
-// it; unless timed says a Transport feeds the key, whose answers took
-// no time on a clock that stands still (testing/synctest), and the hold
-// is then its shortest.
+// (bookedBefore; 0 where no Transport feeds the key). A statement whose
+// answer's latency is unknown (one not fed by a Transport) is never held
+// on: the hold is measured in it; unless timed says a Transport feeds
+// the key, whose answers took no time on a clock that stands still
+// (testing/synctest), and the hold is then its shortest.
 func (q *statedQuota) hold(now, from int64, n, pending, booked int, timed bool) int64 {
 	pend := min(q.pend, pending) + booked
 	if from >= q.reset || from >= q.expires || q.refills || q.bucketRate() > 0 || (q.latency <= 0 && !timed) || q.left >= n || q.left+pend < n || q.earliest(from, n, true) < q.reset {

@@ -865,9 +865,13 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		return k.recordPhased(q, s, a, stamp, p, maxHold)
 	}
 	q.stamp = math.MinInt64
-	left := math.MaxInt
-	if s.Remaining >= 0 {
-		left = s.Remaining - k.inFlight(unit, reset, a)
+	// leftBy returns what s leaves before end, less the units in flight
+	// before it.
+	leftBy := func(end int64) int {
+		if s.Remaining < 0 {
+			return math.MaxInt
+		}
+		return s.Remaining - k.inFlight(unit, end, a)
 	}
 	p := max(precision, q.precision)
 	fresh := false // the first statement of a new window
@@ -907,9 +911,6 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 		// 1.20x the minimum (TestRecipeMeetsTheGoals, its rows with latency).
 		grew := s.Remaining > q.raw && q.raw >= 0
 		end := min(q.reset, reset) // this window's reset, as below
-		if s.Remaining >= 0 {
-			left = s.Remaining - k.inFlight(unit, end, a)
-		}
 		if a.ok {
 			q.admitted++
 		}
@@ -924,7 +925,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			if grew {
 				q.sliding = true
 			}
-			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = left, sent, s.Remaining, now, reset-now, 0
+			q.left, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = leftBy(end), sent, s.Remaining, now, reset-now, 0
 		case s.Remaining >= 0 && (q.noRefill || sent == math.MinInt64 || !q.sliding):
 			if q.raw < 0 || s.Remaining < q.raw {
 				q.raw = s.Remaining
@@ -932,7 +933,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 			q.left = q.raw - k.inFlight(unit, end, a)
 			q.logSeen(now, k.unseen(unit, a)) // windowlog.go: fewer in flight, fewer kept
 		default:
-			q.left = min(q.left, left)
+			q.left = min(q.left, leftBy(end))
 		}
 		q.reset = end
 		q.precision = min(q.precision, precision)
@@ -945,7 +946,7 @@ func (k *statedKey) record(s Statement, a arrival, maxHold int64) bool {
 				q.window = w
 			}
 		}
-		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = reset, left, precision, sent, s.Remaining, now, reset-now, 0
+		q.reset, q.left, q.precision, q.sent, q.raw, q.heardAt, q.fullIn, q.spent = reset, leftBy(reset), precision, sent, s.Remaining, now, reset-now, 0
 		q.okRaw, q.repeats, q.admitted = -1, 0, 0
 		if a.ok {
 			q.okRaw, q.admitted = s.Remaining, 1
