@@ -59,14 +59,15 @@ func (c config) validate() error {
 }
 
 // WithClock makes the limiter read time from now instead of [time.Now].
-// A nil now panics.
-// The clock is read while the key's state is locked, and a reading older
-// than one already seen is treated as that newer one: a clock that jumps
-// backwards never mints units. Tests use it to move time by hand. Under
-// [testing/synctest], build the limiter inside the bubble that uses it:
-// one built outside read the real clock first, and the bubble's clock,
-// which starts in 2000, reads as a clock that went back: no time passes
-// for the limiter, and a Wait never reaches its slot.
+// A nil now panics. It may be called from several goroutines at once
+// ([Upstream.Learn] reads it before it locks the record, to date a
+// send), and a reading older than one already seen is treated as that
+// newer one: a clock that jumps backwards never mints units. Tests use it
+// to move time by hand. Under [testing/synctest], build the limiter
+// inside the bubble that uses it: one built outside read the real clock
+// first, and the bubble's clock, which starts in 2000, reads as a clock
+// that went back: no time passes for the limiter, and a Wait never
+// reaches its slot.
 func WithClock(now func() time.Time) Option {
 	if now == nil {
 		panic("throttle: WithClock given a nil func")

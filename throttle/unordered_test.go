@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,4 +116,91 @@ func TestUpstreamLaterAnswerCountsOnlyItsWindowInFlight(t *testing.T) {
 	clk.Advance(2 * time.Millisecond)
 	learn(2, 2*time.Millisecond)
 	assert.Equal(t, ms(0, 0), pacedDelays(t, u, 2))
+}
+
+// A send is dated from when Learn is called, not from when it gets the
+// record's lock: on a key 32 callers book and learn on, the wait for the
+// lock dated a send up to a millisecond late, after the arrival of an
+// answer to a request the upstream handled later, and the higher
+// remaining won as the later statement (bench 5c, go-limiter's fixed
+// window: told sliding, the README recipe then paced every window, 1.05×
+// in about one pass in ten). Five requests leave together; A, sent at
+// 0.1 ms, states 5 left at 1 ms; B, sent at 0.2 ms and handled before A,
+// states 9. B's Learn is called at 1.2 ms and waits for the lock until
+// 3 ms. Dated from 3 ms, B's send came after A's answer: 9 won, less the
+// 3 in flight, and 6 went at once where 2 remained.
+func TestUpstreamSendDatedFromLearnsCall(t *testing.T) {
+	clk := &hookedClock{manualClock: newManualClock()}
+	u, err := throttle.NewUpstream(throttle.WithClock(clk.Now))
+	require.NoError(t, err)
+	ctx := context.Background()
+	assert.Equal(t, ms(0, 0, 0, 0, 0), delays(t, u, 5), "five in flight")
+	answer := func(remaining int, latency time.Duration) error {
+		return u.Learn(ctx, "k", throttle.Outcome{N: 1, Latency: latency, Statements: []throttle.Statement{requests(10, remaining, time.Second, time.Second)}})
+	}
+	clk.Advance(time.Millisecond)
+	require.NoError(t, answer(5, 900*time.Microsecond)) // A
+
+	// Another call holds the lock, stopped in its read of the clock.
+	held, release := clk.next(true)
+	inspected := make(chan error, 1)
+	go func() {
+		_, err := u.Inspect(ctx, "k")
+		inspected <- err
+	}()
+	<-held
+	clk.Advance(200 * time.Microsecond)
+	called, _ := clk.next(false)
+	learned := make(chan error, 1)
+	go func() { learned <- answer(9, time.Millisecond) }() // B, sent at 0.2 ms
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second): // it reads the clock only once it holds the lock
+		t.Log("Learn did not read the clock before the lock")
+	}
+	clk.Advance(1800 * time.Microsecond)
+	close(release)
+	require.NoError(t, <-inspected)
+	require.NoError(t, <-learned)
+
+	got := delays(t, u, 3)
+	assert.Equal(t, ms(0, 0), got[:2], "5 left, 3 in flight")
+	assert.Greater(t, got[2], time.Duration(0), "the third waits for the reset")
+}
+
+// hookedClock is a manual clock whose next read can be told apart: see
+// next.
+type hookedClock struct {
+	*manualClock
+	mu      sync.Mutex
+	read    chan struct{} // closed at the next read, if set
+	release chan struct{} // the next read waits for it to close, if set
+}
+
+// next arms the clock's next read: it closes the returned read channel,
+// and, when wait is set, returns only once release is closed.
+func (c *hookedClock) next(wait bool) (read <-chan struct{}, release chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read = make(chan struct{})
+	c.release = nil
+	if wait {
+		c.release = make(chan struct{})
+	}
+	return c.read, c.release
+}
+
+// Now returns the clock's time, after the hooks of an armed read.
+func (c *hookedClock) Now() time.Time {
+	c.mu.Lock()
+	read, release := c.read, c.release
+	c.read, c.release = nil, nil
+	c.mu.Unlock()
+	if read != nil {
+		close(read)
+	}
+	if release != nil {
+		<-release
+	}
+	return c.manualClock.Now()
 }
