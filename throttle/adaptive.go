@@ -220,7 +220,11 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     steered by what remains. Bookings already made are laid out again at
 //     the new rate, earlier too: while a quota is stated, callers look at
 //     their slot again every 50 ms, and units leave no closer together
-//     than the rate even when late timers bunch them.
+//     than the rate even when late timers bunch them. A quota at 0 holds
+//     the key until its reset, whether or not it states a limit. A
+//     stated limit lapses when nothing has restated it for the max hold
+//     ([WithMaxHold]): the rate is then learned again from the answers,
+//     doubling each second until one is throttled.
 //   - A key's first unit is a probe: the next wait for its answer, or
 //     50 ms.
 //   - At a learned rate of 50/s or less, a unit that leaves late (its
@@ -619,6 +623,15 @@ func (a *Adaptive) Learn(ctx context.Context, key string, o Outcome) error {
 	if a.follow(ctx, key, k, o, now) {
 		return nil
 	}
+	if k.stated != 0 && k.stated <= now {
+		// Nothing has restated the limit for the max hold: it lapses,
+		// and the rate is learned again from the answers, doubling each
+		// second until one is throttled. Probed on the cubic from it
+		// instead, one absurd statement (1 a year, clamped to 1 a
+		// minute) held the rate at the floor of 1/s for 3 minutes of
+		// plain 200s.
+		k.est, k.stated = 0, 0
+	}
 	throttled := o.Throttled || k.spentEarly(o)
 	k.count(now, throttled)
 	sent := now - int64(o.Latency)
@@ -698,8 +711,17 @@ func (a *Adaptive) follow(ctx context.Context, key string, k *adaptiveKey, o Out
 	var ss []Statement
 	for _, s := range o.Statements {
 		s, _ = s.Clamp(time.Duration(a.maxHold))
-		if (s.Unit == "" || s.Unit == UnitRequests) && s.Limit > 0 {
+		switch {
+		case s.Unit != "" && s.Unit != UnitRequests:
+		case s.Limit > 0:
 			ss = append(ss, s)
+		case !o.Throttled && s.Remaining == 0 && s.Reset > 0:
+			// At 0 with no limit stated: no rate to follow, but nothing
+			// more before the reset (as redislimit's Adaptive holds a
+			// fleet). The Transport leaves a quota at 0 to the Adaptive:
+			// unheld, the next request left 50 ms after "0 left, back
+			// in 3 s".
+			k.hold(now, now+min(int64(s.Reset), a.maxHold))
 		}
 	}
 	if len(ss) == 0 {

@@ -550,7 +550,8 @@ func (a *Adaptive) fail(ctx context.Context, key string, n int, after, maxWait t
 // Learn implements [throttle.Learner]: it keeps o for key's next call,
 // with no I/O. An attempt that got no answer teaches nothing. A limit the
 // upstream states with its window in requests ([throttle.Statement.Window])
-// replaces the estimate, at 97% of it. A quota in requests stated at 0
+// replaces the estimate, at 97% of it, until nothing has restated it for
+// the max hold: the rate is then learned again. A quota in requests stated at 0
 // holds the key, in every process, until its next unit comes back: at
 // its reset, or for a bucket that refills (OpenAI's, Anthropic's, whose
 // reset is when it is full again, or one seen to be) after one unit's

@@ -454,6 +454,10 @@ local function learn(t, latency, throttled, stated, early)
     k.updated, k.probe = t, t
     return
   end
+  -- nothing has restated the limit for the max hold: it lapses, and the
+  -- rate is learned again from the answers (see throttle/adaptive.go,
+  -- Learn)
+  if k.stated ~= 0 and k.stated <= t then k.est, k.stated = 0, 0 end
   if k.first < 0 then k.first = t end
   if early >= 0 and early / 1000000 * k.rate > 2 then throttled = true end
   count(t, throttled)

@@ -245,6 +245,33 @@ func TestAdaptiveStated(t *testing.T) {
 	assert.InDelta(t, float64(2*time.Second)/19.4, float64(adaptiveBook(t, b, key).Until()), float64(2*time.Microsecond), "two units at 19.4/s before it")
 }
 
+// TestAdaptiveStatedRateLapses: a stated limit beats guessing while it
+// is stated; once nothing has restated it for the max hold, the fleet's
+// rate is learned again from the answers, as in process. Before, one
+// absurd statement (1 a minute, after the clamp) left the rate at the
+// floor, and the cubic probe from it took minutes to climb.
+func TestAdaptiveStatedRateLapses(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	a, b := newAdaptive(t, s, c), newAdaptive(t, s, c)
+	ctx := context.Background()
+	const key = "lapses"
+	require.NoError(t, a.Learn(ctx, key, throttle.Outcome{N: 1, Statements: []throttle.Statement{
+		{Name: "q", Unit: throttle.UnitRequests, Limit: 1, Remaining: 1, Reset: time.Minute, Window: time.Minute},
+	}}))
+	adaptiveBook(t, a, key)
+	assert.Equal(t, 1.0, a.Rate(key), "1 a minute, at the floor")
+	c.advance(throttle.DefaultMaxHold)
+	for range 100 {
+		c.advance(100 * ms)
+		answer(t, b, key, false)
+		_, err := b.Reserve(ctx, key, 1, 0)
+		require.NoError(t, err)
+	}
+	assert.Greater(t, b.Rate(key), 10.0, "learned again: it climbs, up to twice what is admitted (10/s here)")
+}
+
 // TestAdaptiveQuotaAtZero: a quota stated at 0 cuts the rate when its
 // next unit is more than two units off at the rate set: a window's at its
 // reset, a refilling bucket's after one unit's refill (reset ÷ limit).
