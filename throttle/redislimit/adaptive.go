@@ -224,7 +224,7 @@ func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Ad
 	}
 	a := &Adaptive{
 		client: cfg.client, ceiling: up, floor: down, maxHold: hold, policy: cfg.policy,
-		suffix: adaptiveSuffix + ":" + ceiling.String(), script: joinScript("now.lua", "message.lua", "adaptive.lua"),
+		suffix: adaptiveSuffix + ":" + rateName(ceiling), script: joinScript("now.lua", "message.lua", "adaptive.lua"),
 		views: map[string]*adaptiveView{},
 	}
 	if a.client == nil {

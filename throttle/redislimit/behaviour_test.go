@@ -536,3 +536,39 @@ func TestBookingFarAheadIsAnError(t *testing.T) {
 	_, err = a.Reserve(ctx, "k", 1, -1)
 	assert.ErrorContains(t, err, `key "k" is booked more than`)
 }
+
+// TestOneRateWrittenTwoWaysIsOneBudget: a bucket's key is named by its
+// rate as a whole count per second, minute or hour, so that PerMinute(600)
+// and PerSecond(10) are one budget. Named as written ("600/min" and
+// "10/s"), a fleet that changed one for the other in a rolling deploy
+// paced two buckets at once: twice the rate. A window's key keeps its
+// window: 600 a minute is not 10 a second.
+func TestOneRateWrittenTwoWaysIsOneBudget(t *testing.T) {
+	t.Parallel()
+	s := startRedis(t)
+	c := newClock(time.Hour)
+	rdb := s.client(t)
+	ctx := context.Background()
+	perMinute, err := NewTokenBucket(rdb, throttle.PerMinute(600), 1, c.option())
+	require.NoError(t, err)
+	perSecond, err := NewTokenBucket(rdb, throttle.PerSecond(10), 1, c.option())
+	require.NoError(t, err)
+	thirds, err := NewTokenBucket(rdb, throttle.Rate{N: 1, Per: 3 * time.Second}, 1, c.option())
+	require.NoError(t, err)
+	closeAll(t, perMinute, perSecond, thirds)
+
+	assert.Zero(t, reserve(t, perMinute, "api", 1, -1).Delay)
+	assert.Equal(t, 100*time.Millisecond, reserve(t, perSecond, "api", 1, -1).Delay, "the unit the other took counts")
+	reserve(t, thirds, "api", 1, -1)
+	got, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"egress:{api}:tb:10/s", "egress:{api}:tb:20/min"}, got)
+
+	a, err := NewAdaptive(rdb, throttle.PerMinute(60_000), c.option())
+	require.NoError(t, err)
+	closeAll(t, a)
+	reserve(t, a, "learned", 1, -1)
+	n, err := rdb.Exists(ctx, "egress:{learned}:"+adaptiveSuffix+":1000/s").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+}

@@ -94,7 +94,7 @@ func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error)
 // limit is one limit as the script sees it (see the .lua files).
 type limit struct {
 	algo   string // tb, lb, fw, sl or swc
-	suffix string // names the limit's key: <algo>:<n>/<per>
+	suffix string // names the limit's key: <algo>:<n>/<per> (a bucket's rate: see rateName)
 	most   int    // the most units one call can get
 
 	// GCRA (tb, lb): the time between units, interval µs and sub ns
@@ -106,6 +106,21 @@ type limit struct {
 	// unit is the unit of the upstream's quotas the limit follows
 	// (WithStated), or "".
 	unit string
+}
+
+// rateName names the rate r in a key: as a whole count per second,
+// minute or hour where one is whole (else per millisecond, microsecond or
+// nanosecond; else as r is written), so that one rate written two ways
+// names one key: PerMinute(600) and PerSecond(10) are both "10/s". Named
+// as written, a fleet that changed one for the other in a rolling deploy
+// paced two buckets at once, at twice the rate.
+func rateName(r throttle.Rate) string {
+	for _, u := range []time.Duration{time.Second, time.Minute, time.Hour, time.Millisecond, time.Microsecond, time.Nanosecond} {
+		if r.Per > 0 && int64(r.N) <= math.MaxInt64/int64(u) && int64(r.N)*int64(u)%int64(r.Per) == 0 {
+			return throttle.Rate{N: int(int64(r.N) * int64(u) / int64(r.Per)), Per: u}.String()
+		}
+	}
+	return r.String()
 }
 
 // args appends the limit's arguments to the script's.

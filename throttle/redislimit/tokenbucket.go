@@ -78,7 +78,7 @@ func gcraLimit(algo string, r throttle.Rate, burst int, opts []Option) (limit, c
 		us, sub = int64(interval/time.Microsecond), int64(interval%time.Microsecond)
 	}
 	most := burst - keep
-	return limit{algo: algo, suffix: algo + ":" + r.String(), most: most, interval: us, sub: sub, burst: int64(most)}, cfg, nil
+	return limit{algo: algo, suffix: algo + ":" + rateName(r), most: most, interval: us, sub: sub, burst: int64(most)}, cfg, nil
 }
 
 // maxNanos bounds a bucket's span (burst × interval) for the script to
