@@ -79,8 +79,21 @@ func (k *statedKey) recordPhased(q *statedQuota, s Statement, a arrival, stamp, 
 					// only across a short silence tells: a sliding
 					// counter's count decays by the part of a window that
 					// passed, and after a 1 s pause (a 429's Retry-After)
-					// 5d's came back as much and was told fixed.
-					q.fixed = q.fixed || a.now-q.heardAt <= q.window/4
+					// 5d's came back as much and was told fixed. Across a
+					// short silence a counter or a log never comes back
+					// so (what it counts moves on with the clock), so a
+					// window told sliding by an answer that seemed to
+					// grow (merge: one learned late, on a busy machine)
+					// is told fixed again: left sliding, a fixed window
+					// was paced over every window to the end. Paced so,
+					// its answers leave no silence at the boundary, so
+					// the next one tells it. Not a bucket (bucketlike.go):
+					// its remaining grows, and comes back at the instants
+					// it states too.
+					if a.now-q.heardAt <= q.window/4 {
+						q.fixed = true
+						q.sliding = q.sliding && q.bucketLike()
+					}
 				case q.raw+q.limit/2 < q.limit && !q.fixed:
 					// A window well used did not come back: a sliding
 					// counter. Only where a fixed window's would have

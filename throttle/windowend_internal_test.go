@@ -158,16 +158,7 @@ func TestUpstreamShedsAnOverbookedFirstWindow(t *testing.T) {
 // after the lower one arrived (its Learn ran late, on a busy machine),
 // and the quota stays fixed, not sliding.
 func TestUpstreamFixedWindowLowerRemainingWins(t *testing.T) {
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := base
-	u, err := NewUpstream(WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	answer := func(at, sent time.Duration, stamp, remaining int) {
-		t.Helper()
-		now = base.Add(at)
-		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
-		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: at - sent, Statements: []Statement{s}}))
-	}
+	u, answer := tenPerSecondSentRecord(t)
 	answer(100*time.Millisecond, 90*time.Millisecond, 1, 1)
 	answer(1295*time.Millisecond, 1290*time.Millisecond, 1, 0) // the window ends after 1.29 s
 	answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9) // at or before 1.305 s; it came back: fixed
@@ -190,19 +181,46 @@ func TestUpstreamHalfUsedWindowThatComesBackIsNotSliding(t *testing.T) {
 	assert.False(t, u.keys["k"].quotas[0].sliding)
 }
 
+// tenPerSecondSentRecord is tenPerSecondRecord whose answers say when
+// their request was sent.
+func tenPerSecondSentRecord(t *testing.T) (*Upstream, func(at, sent time.Duration, stamp, remaining int)) {
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := base
+	u, err := NewUpstream(WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	return u, func(at, sent time.Duration, stamp, remaining int) {
+		t.Helper()
+		now = base.Add(at)
+		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
+		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: at - sent, Statements: []Statement{s}}))
+	}
+}
+
 // tenPerSecondRecord returns a record on a clock of its own, and a func
 // that has it learn, at at past the clock's start, an answer of
 // tenPerSecond with remaining left in the window stated to end stamp
 // seconds past the start, 5 ms after its request was sent.
 func tenPerSecondRecord(t *testing.T) (*Upstream, func(at time.Duration, stamp, remaining int)) {
-	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := base
-	u, err := NewUpstream(WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
+	u, answer := tenPerSecondSentRecord(t)
 	return u, func(at time.Duration, stamp, remaining int) {
 		t.Helper()
-		now = base.Add(at)
-		s := tenPerSecond(now, base.Add(time.Duration(stamp)*time.Second), remaining)
-		require.NoError(t, u.Learn(context.Background(), "k", Outcome{Latency: 5 * time.Millisecond, Statements: []Statement{s}}))
+		answer(at, at-5*time.Millisecond, stamp, remaining)
 	}
+}
+
+// A window told sliding by an answer that seemed to grow (learned late, so
+// that its request seemed sent after a lower one arrived) is told fixed
+// again where what is left comes back at the boundary across a short
+// silence, which a sliding counter's never does. Left sliding, it was
+// paced over every window to the run's end.
+func TestUpstreamWindowToldSlidingByALateAnswerComesBackFixed(t *testing.T) {
+	u, answer := tenPerSecondSentRecord(t)
+	answer(100*time.Millisecond, 90*time.Millisecond, 1, 5)
+	answer(210*time.Millisecond, 200*time.Millisecond, 1, 7) // seems sent after the answer above: it grew
+	require.True(t, u.keys["k"].quotas[0].sliding, "the first window is told sliding")
+	answer(1295*time.Millisecond, 1290*time.Millisecond, 1, 0)
+	answer(1305*time.Millisecond, 1300*time.Millisecond, 2, 9) // it came back: fixed
+	q := u.keys["k"].quotas[0]
+	assert.True(t, q.fixed)
+	assert.False(t, q.sliding, "a window that comes back at its boundary is no sliding one")
 }
