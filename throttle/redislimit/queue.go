@@ -75,8 +75,13 @@ func (queueFallback) failurePolicy() {}
 // maxInFlight/processes slots (rounded down, at least 1), so that
 // together they stay within the shared bound. Permits taken from Redis
 // before the outage count against Redis only: for up to one lease the
-// fleet may hold those and the local slots both. A limiter given
-// QueueFallback fails closed. A nil local panics.
+// fleet may hold those and the local slots both. Slots taken from local
+// count against local only: once Redis is back, the fleet may hold those
+// and Redis's permits both, until they are released. A caller waiting in
+// the local line asks Redis again every [WithRenewEvery], so that once
+// Redis is back it waits in Redis's line, and the local line hands out
+// no more. A limiter given QueueFallback fails closed. A nil local
+// panics.
 func QueueFallback(local queue.Interface) FailurePolicy {
 	if isNil(local) {
 		panic("redislimit: QueueFallback given a nil queue")
@@ -528,7 +533,14 @@ func (q *Queue) acquireWith(ctx context.Context, waited *bool) func(queue.Interf
 			}
 			*waited = true
 		}
-		lctx, cancel := context.WithCancel(ctx)
+		// A caller waits in the local line for one renewal period at a
+		// time, then asks Redis again (errPlaceExpired: AcquireWaited
+		// joins Redis's line, or, while Redis is still away, this line
+		// again at its back). Left in it, the local line went on handing
+		// out slots after Redis was back, beside Redis's permits: 2 in
+		// flight of 1 for as long as it had waiters (found by a user's
+		// test).
+		lctx, cancel := context.WithTimeoutCause(ctx, q.every, errPlaceExpired)
 		defer cancel()
 		unhook := context.AfterFunc(q.stop, cancel)
 		defer unhook()
@@ -542,8 +554,12 @@ func (q *Queue) acquireWith(ctx context.Context, waited *bool) func(queue.Interf
 			q.rejected++
 		}
 		q.mu.Unlock()
-		if err != nil && ctx.Err() == nil && q.stop.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case q.stop.Err() != nil:
 			return nil, ErrClosed
+		case errors.Is(context.Cause(lctx), errPlaceExpired):
+			return nil, errPlaceExpired
 		}
 		return release, err
 	}
@@ -673,8 +689,12 @@ func (q *Queue) renew(ctx context.Context) {
 		late := q.client.now()-q.renewedAt >= int64(q.lease)
 		q.mu.Unlock()
 		if late {
+			lost := err
+			if ue := (*UnavailableError)(nil); !errors.As(err, &ue) {
+				lost = &UnavailableError{Err: err}
+			}
 			for _, w := range ws {
-				w.lose(&UnavailableError{Err: err})
+				w.lose(lost) // an UnavailableError already says so: wrapped again, it said it twice
 			}
 		}
 		return

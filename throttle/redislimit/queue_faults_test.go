@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -459,4 +460,87 @@ func TestQueueWaiterOnClosedClient(t *testing.T) {
 	}
 	assert.ErrorIs(t, a.err, ErrClosed)
 	assert.Nil(t, a.release, "FailOpen let a caller through on a closed Client")
+}
+
+// Under QueueFallback, a caller waiting in the local line while Redis is
+// away asks Redis again every renewal period: once Redis is back it waits
+// in Redis's line, and the local line hands out no more slots. Left in
+// the local line, it was handed the slot a local holder gave back after
+// Redis was back, while another caller held Redis's only permit: 2 in
+// flight of 1 (found by a user's test).
+func TestQueueFallbackLineGoesBackToRedis(t *testing.T) {
+	t.Parallel()
+	local, err := queue.New(1, 4)
+	require.NoError(t, err)
+	srv := startRedis(t)
+	q, err := NewQueue(srv.client(t), "api", 1, 4, WithLease(testLease), WithRenewEvery(testLease/4),
+		WithFailurePolicy(QueueFallback(local)), WithTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close() })
+	srv.kill()
+	holder, err := q.Acquire(context.Background()) // the local slot
+	require.NoError(t, err)
+	waiter := make(chan acquired, 1)
+	go func() {
+		r, err := q.Acquire(context.Background())
+		waiter <- acquired{r, err}
+	}()
+	require.Eventually(t, func() bool { return local.Stats().Waiting == 1 }, 30*time.Second, time.Millisecond)
+	srv.start() // back, empty
+	var w acquired
+	select {
+	case w = <-waiter: // Redis's permit, once the breaker lets a call through and the new state grants
+	case <-time.After(30 * time.Second):
+		t.Fatal("the caller in the local line did not go back to Redis")
+	}
+	require.NoError(t, w.err)
+
+	next := make(chan acquired, 1)
+	go func() {
+		r, err := q.Acquire(context.Background())
+		next <- acquired{r, err}
+	}()
+	holder() // the local slot comes back: nobody waits for it there
+	select {
+	case a := <-next:
+		if a.release != nil {
+			a.release()
+		}
+		t.Fatalf("admitted while Redis's only permit is held (err %v)", a.err)
+	case <-time.After(testLease):
+	}
+	assert.Equal(t, queue.Stats{}, local.Stats(), "the local line is empty")
+	w.release()
+	n := receive(t, next)
+	require.NoError(t, n.err)
+	n.release()
+}
+
+// A caller in Redis's line whose renewals fail for a lease gets an
+// UnavailableError that says so once (found by a user's test: "redis
+// unavailable: redislimit: redis unavailable: ...").
+func TestQueueWaiterLostToAnOutageSaysItOnce(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	q, err := NewQueue(srv.client(t), "api", 1, 4, WithLease(testLease), WithRenewEvery(testLease/4), WithTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close() })
+	holder, err := q.Acquire(context.Background())
+	require.NoError(t, err)
+	defer holder()
+	waiter := make(chan acquired, 1)
+	go func() {
+		r, err := q.Acquire(context.Background())
+		waiter <- acquired{r, err}
+	}()
+	require.Eventually(t, func() bool { return q.Stats().Waiting == 1 }, 30*time.Second, time.Millisecond)
+	srv.kill()
+	var w acquired
+	select {
+	case w = <-waiter:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the caller in line was not told of the outage")
+	}
+	require.ErrorIs(t, w.err, ErrUnavailable)
+	assert.Equal(t, 1, strings.Count(w.err.Error(), "redis unavailable"), "said once: %v", w.err)
 }
