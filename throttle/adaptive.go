@@ -108,9 +108,11 @@ const (
 	// at its full limit refuses any unit that arrives a little early; at
 	// 97% there is 1.4 units of slack at 48/s, some 30 ms of jitter.
 	adaptiveStatedTarget = 0.97
-	// adaptiveProbeHold is how long the bookings after a key's first wait
-	// for its answer: the first unit is a probe, so that a burst of
-	// callers does not meet an upstream whose limit nobody knows yet.
+	// adaptiveProbeHold is how long the bookings after a key's first
+	// wait, time for its answer on most paths (an answer that comes
+	// sooner does not end the hold): the first unit is a probe, so that a
+	// burst of callers does not meet an upstream whose limit nobody knows
+	// yet.
 	adaptiveProbeHold = 50 * time.Millisecond
 	// adaptiveSteer is the time constant of the steering on a bucket's
 	// remaining (see [Adaptive.steer]): units above half the bucket are
@@ -225,8 +227,8 @@ func WithFloor(r Rate) Option { return floorOption(r) }
 //     stated limit lapses when nothing has restated it for the max hold
 //     ([WithMaxHold]): the rate is then learned again from the answers,
 //     doubling each second until one is throttled.
-//   - A key's first unit is a probe: the next wait for its answer, or
-//     50 ms.
+//   - A key's first unit is a probe: the next go 50 ms after it, time
+//     for its answer on most paths.
 //   - At a learned rate of 50/s or less, a unit that leaves late (its
 //     caller's timer fired late) holds the next back as long: no two
 //     leave closer together than the rate, which a bucket of burst 1
@@ -468,8 +470,8 @@ func (a *Adaptive) ReserveAfter(ctx context.Context, key string, n int, after, m
 	b := &adaptiveBooking{a: a, k: k, slot: slot, n: n}
 	k.tat = slot + k.cost(n)
 	if !k.probed {
-		// The first unit is a probe: the next go after its answer, or
-		// after the hold if the answer is slower.
+		// The first unit is a probe: the next go after the hold, time
+		// for its answer.
 		k.probed = true
 		k.tat = max(k.tat, slot+int64(adaptiveProbeHold))
 	}
