@@ -100,11 +100,12 @@ const maxRounds = 32
 //
 // The returned Limiter also implements [PartsReserver], a cost of its own
 // for each of ls, [Pauser], pausing every part that can be paused,
-// [Allower], [Deferrer] and [Inspector].
+// [Allower], [Deferrer] and [Inspector]. All panics if a Limiter is nil,
+// or a nil pointer (a nil *TokenBucket).
 func All(ls ...Limiter) Limiter {
-	for _, l := range ls {
-		if l == nil {
-			panic("throttle: All given a nil Limiter")
+	for i, l := range ls {
+		if isNil(l) {
+			panic(fmt.Sprintf("throttle: All given a nil Limiter (argument %d, %T)", i, l))
 		}
 	}
 	return &all{ls: slices.Clone(ls), seed: maphash.MakeSeed()}

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -14,8 +15,8 @@ type router struct {
 // Route returns a Limiter that sends each key to the Limiter pick chooses
 // for it: a different limit per key, as plan tiers need (free 100/day,
 // pro 600/min, enterprise 50/s). pick must be safe for concurrent use and
-// should return the same Limiter for a key each time; when it returns nil,
-// Reserve fails.
+// should return the same Limiter for a key each time; when it returns nil
+// (or a nil pointer), Reserve fails. Route panics if pick is nil.
 //
 // The returned Limiter also implements [Pauser], [Allower], [Deferrer],
 // [PartsReserver] and [Inspector], passing them to the picked Limiter when it has them. Inside [All], a Route over
@@ -29,7 +30,7 @@ func Route(pick func(key string) Limiter) Limiter {
 
 func (r *router) route(key string) (Limiter, error) {
 	l := r.pick(key)
-	if l == nil {
+	if isNil(l) {
 		return nil, fmt.Errorf("throttle: Route picked no Limiter for key %q", key)
 	}
 	return l, nil
@@ -130,4 +131,18 @@ func (r *router) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return in.Inspect(ctx, key)
 	}
 	return KeyState{}, fmt.Errorf("throttle: the Limiter Route picked for key %q cannot be inspected", key)
+}
+
+// isNil reports whether l is nil, or an interface holding a nil pointer,
+// map, slice, func or chan: a nil *TokenBucket given as a Limiter
+// panicked on its first Reserve (found by a user's test).
+func isNil(l Limiter) bool {
+	if l == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(l); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }

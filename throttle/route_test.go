@@ -87,3 +87,18 @@ func TestRoutePickedNothing(t *testing.T) {
 	_, err = throttle.All(l).Reserve(ctx, "nobody", 1, 0)
 	assert.Error(t, err)
 }
+
+// A nil pointer given as a Limiter is nil too: All panics at once with a
+// message that names it, and a Route that picks one fails Reserve with
+// an error. Before, both panicked on the first Reserve with a nil
+// pointer dereference (found by a user's test).
+func TestNilPointerLimiter(t *testing.T) {
+	var none *throttle.TokenBucket
+	some, err := throttle.NewTokenBucket(throttle.PerSecond(1), 1)
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "throttle: All given a nil Limiter (argument 1, *throttle.TokenBucket)", func() {
+		throttle.All(some, none)
+	})
+	_, err = throttle.Route(func(string) throttle.Limiter { return none }).Reserve(context.Background(), "k", 1, 0)
+	assert.EqualError(t, err, `throttle: Route picked no Limiter for key "k"`)
+}
