@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/egress-go/egress/internal/nilcheck"
 )
 
 // builtin is implemented by the limiters of this package, so that All
@@ -104,7 +106,7 @@ const maxRounds = 32
 // or a nil pointer (a nil *TokenBucket).
 func All(ls ...Limiter) Limiter {
 	for i, l := range ls {
-		if isNil(l) {
+		if nilcheck.Is(l) {
 			panic(fmt.Sprintf("throttle: All given a nil Limiter (argument %d, %T)", i, l))
 		}
 	}

@@ -3,8 +3,9 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
+
+	"github.com/egress-go/egress/internal/nilcheck"
 )
 
 // router is the Limiter returned by Route.
@@ -30,7 +31,7 @@ func Route(pick func(key string) Limiter) Limiter {
 
 func (r *router) route(key string) (Limiter, error) {
 	l := r.pick(key)
-	if isNil(l) {
+	if nilcheck.Is(l) {
 		return nil, fmt.Errorf("throttle: Route picked no Limiter for key %q", key)
 	}
 	return l, nil
@@ -131,18 +132,4 @@ func (r *router) Inspect(ctx context.Context, key string) (KeyState, error) {
 		return in.Inspect(ctx, key)
 	}
 	return KeyState{}, fmt.Errorf("throttle: the Limiter Route picked for key %q cannot be inspected", key)
-}
-
-// isNil reports whether l is nil, or an interface holding a nil pointer,
-// map, slice, func or chan: a nil *TokenBucket given as a Limiter
-// panicked on its first Reserve (found by a user's test).
-func isNil(l Limiter) bool {
-	if l == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(l); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/egress-go/egress/internal/nilcheck"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -179,7 +180,7 @@ func bit(b bool) int {
 // [WithFloor] apply. A ceiling above [MaxAdaptiveCeiling] per second, or a
 // floor below one unit per [throttle.DefaultMaxHold], is an error.
 func NewAdaptive(rdb redis.Scripter, ceiling throttle.Rate, opts ...Option) (*Adaptive, error) {
-	if isNil(rdb) {
+	if nilcheck.Is(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	if _, err := ceiling.Interval(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/egress-go/egress/internal/nilcheck"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -50,7 +51,7 @@ var constructors = map[string]string{
 // newBudget builds a budget on cfg's Client, or on a Client of its own
 // for rdb.
 func newBudget(rdb redis.Scripter, cfg config, limits ...limit) (*budget, error) {
-	if isNil(rdb) {
+	if nilcheck.Is(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	b := &budget{client: cfg.client, limits: limits, most: limits[0].most, policy: cfg.policy}

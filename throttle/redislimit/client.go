@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/egress-go/egress/internal/nilcheck"
 )
 
 // channelSuffix follows the prefix in the name of the pause channel.
@@ -90,7 +92,7 @@ func NewClient(rdb redis.Scripter, opts ...Option) (*Client, error) {
 }
 
 func newClient(rdb redis.Scripter, cfg config) *Client {
-	if isNil(rdb) {
+	if nilcheck.Is(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	c := &Client{

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/egress-go/egress/internal/nilcheck"
 	"github.com/egress-go/egress/throttle"
 )
 
@@ -75,19 +75,10 @@ func Fallback(local throttle.Limiter) FailurePolicy {
 	// constructor failed (a burst/N of 0, its error ignored) was taken,
 	// and the first outage panicked with a nil dereference (found by a
 	// user's test).
-	if isNil(local) {
+	if nilcheck.Is(local) {
 		panic("redislimit: Fallback given a nil Limiter")
 	}
 	return fallback{local: local}
-}
-
-// isNil reports whether v is nil or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // fail applies the policy to err.

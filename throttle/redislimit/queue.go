@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/egress-go/egress/internal/nilcheck"
 	"github.com/egress-go/egress/queue"
 	"github.com/egress-go/egress/throttle"
 )
@@ -83,7 +84,7 @@ func (queueFallback) failurePolicy() {}
 // no more. A limiter given QueueFallback fails closed. A nil local
 // panics.
 func QueueFallback(local queue.Interface) FailurePolicy {
-	if isNil(local) {
+	if nilcheck.Is(local) {
 		panic("redislimit: QueueFallback given a nil queue")
 	}
 	return queueFallback{local: local}
@@ -209,7 +210,7 @@ func (c *Client) granted(id string) {
 // day. Every process sharing the Queue must give it the same maxInFlight,
 // and should give it the same lease.
 func NewQueue(rdb redis.Scripter, name string, maxInFlight, maxWaiting int, opts ...Option) (*Queue, error) {
-	if isNil(rdb) {
+	if nilcheck.Is(rdb) {
 		panic("redislimit: nil redis.Scripter")
 	}
 	cfg, err := newConfig(opts)
